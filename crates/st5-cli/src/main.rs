@@ -1,0 +1,262 @@
+//! `st5`: embed and search text with Sentence-T5 models on the CPU (flex) or a GPU (wgpu).
+//!
+//! `st5 embed` reads one text per line (stdin or `--input`) and writes float32 `[n, dim]` to
+//! `.npy`, or JSON Lines for `.jsonl` and stdout. `st5 search` ranks a corpus against a query.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use st5_core::{Backend, Embedder, Embeddings, LoadOptions, Variant};
+
+/// The built-in default model. Until the trained default (`models/st5-mini`) lands, this is the
+/// small random sentence-transformers fixture the repository ships: it runs end to end, but its
+/// rankings carry no meaning.
+const DEFAULT_MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/st-enc-mean-relu");
+
+#[derive(Parser)]
+#[command(name = "st5", version, about = "Sentence-T5 embeddings and semantic search")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Embed texts, one per line, into float32 [n, dim].
+    Embed {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Input file (UTF-8, one text per line); stdin when absent. An empty line is an empty text.
+        #[arg(long)]
+        input: Option<PathBuf>,
+        /// Output file: `.npy`, or JSON Lines when it ends in `.jsonl`; JSON Lines on stdout when absent.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Print load and embedding times (and texts/s) on stderr.
+        #[arg(long)]
+        stats: bool,
+    },
+    /// Rank the lines of a corpus by cosine similarity to a query.
+    Search {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Corpus file, one document per line.
+        #[arg(long)]
+        corpus: PathBuf,
+        /// Number of results.
+        #[arg(short = 'k', long, default_value_t = 5)]
+        k: usize,
+        /// The query text.
+        query: String,
+    },
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// Model directory (sentence-transformers or Hugging Face T5 layout); the built-in default when absent.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Pooling variant; defaults to the model's Pooling module (enc-mean for a plain T5 directory).
+    #[arg(long, value_parser = parse_variant)]
+    variant: Option<Variant>,
+    /// Backend.
+    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    device: Backend,
+    /// Texts per forward pass.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// tokenizer.json to use when the model directory has none.
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// Override the model's max_seq_length (tokens, `</s>` included).
+    #[arg(long)]
+    max_seq_length: Option<usize>,
+}
+
+fn parse_variant(s: &str) -> Result<Variant, String> {
+    s.parse().map_err(|e: st5_core::Error| e.to_string())
+}
+
+fn parse_backend(s: &str) -> Result<Backend, String> {
+    s.parse().map_err(|e: st5_core::Error| e.to_string())
+}
+
+impl ModelArgs {
+    fn load(&self) -> Result<Embedder> {
+        let dir = self.model.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL));
+        let device = self.device.device()?;
+        let options = LoadOptions {
+            variant: self.variant,
+            tokenizer: self.tokenizer.clone(),
+            max_seq_length: self.max_seq_length,
+            batch_size: self.batch_size,
+        };
+        let embedder = Embedder::load(&dir, &options, &device).with_context(|| format!("loading model {}", dir.display()))?;
+        let unused = &embedder.report().unused;
+        // A decoder and LM head are expected leftovers when an enc-* variant reads a full T5.
+        let surprising: Vec<&String> = unused
+            .iter()
+            .filter(|n| embedder.variant().needs_decoder() || !(n.starts_with("decoder.") || n.starts_with("lm_head.")))
+            .collect();
+        if !surprising.is_empty() {
+            eprintln!("warning: {} unused tensor(s) in {}: {}", surprising.len(), dir.display(), join_some(&surprising, 8));
+        }
+        Ok(embedder)
+    }
+}
+
+fn join_some(names: &[&String], n: usize) -> String {
+    let mut s = names.iter().take(n).map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+    if names.len() > n {
+        s += &format!(", ... ({} more)", names.len() - n);
+    }
+    s
+}
+
+/// Splits UTF-8 text into lines: `\n` or `\r\n` separated, a final newline ends the last line
+/// rather than starting an empty one. Invalid UTF-8 is reported with its line number.
+fn read_lines(bytes: Vec<u8>, source: &str) -> Result<Vec<String>> {
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            bail!("{source}: invalid UTF-8 at line {line} (byte {at})");
+        }
+    };
+    let body = text.strip_suffix('\n').unwrap_or(&text);
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l).to_string()).collect())
+}
+
+fn read_input(path: Option<&Path>) -> Result<Vec<String>> {
+    match path {
+        Some(p) => read_lines(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?, &p.display().to_string()),
+        None => {
+            let mut buf = Vec::new();
+            std::io::stdin().read_to_end(&mut buf).context("reading stdin")?;
+            read_lines(buf, "stdin")
+        }
+    }
+}
+
+fn embed(embedder: &Embedder, texts: &[String]) -> Result<Embeddings> {
+    // Only draw a bar for a person watching, and only when there is more than one batch.
+    let bar = (std::io::stderr().is_terminal() && texts.len() > 64).then(|| {
+        let bar = ProgressBar::new(texts.len() as u64);
+        bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} texts {per_sec} eta {eta}").expect("valid template"));
+        bar
+    });
+    let out = embedder.embed_with_progress(texts, |done, _| {
+        if let Some(b) = &bar {
+            b.set_position(done as u64);
+        }
+    })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(out)
+}
+
+fn write_jsonl(mut w: impl Write, e: &Embeddings) -> Result<()> {
+    for row in e.rows() {
+        serde_json::to_writer(&mut w, row)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(w.flush()?)
+}
+
+fn write_output(path: Option<&Path>, e: &Embeddings) -> Result<()> {
+    let Some(path) = path else { return write_jsonl(std::io::stdout().lock(), e) };
+    // Write beside the target and rename, so a failure never leaves a half-written file.
+    let tmp = path.with_extension("partial");
+    let file = std::io::BufWriter::new(std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?);
+    let result = if path.extension().is_some_and(|x| x == "jsonl") {
+        write_jsonl(file, e)
+    } else {
+        st5_core::npy::write_f32(file, &e.data, e.len(), e.dim).map_err(Into::into)
+    };
+    result.and_then(|()| std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display())))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb).max(1e-12)
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Embed { model, input, output, stats } => {
+            let texts = read_input(input.as_deref())?;
+            let t0 = Instant::now();
+            let embedder = model.load()?;
+            let t1 = Instant::now();
+            let e = embed(&embedder, &texts)?;
+            let t2 = Instant::now();
+            if stats {
+                let secs = (t2 - t1).as_secs_f64();
+                eprintln!(
+                    "loaded in {:.3} s; embedded {} texts in {secs:.3} s ({:.1} texts/s, {} on {}, batch {})",
+                    (t1 - t0).as_secs_f64(),
+                    texts.len(),
+                    texts.len() as f64 / secs.max(1e-9),
+                    embedder.variant(),
+                    model.device,
+                    model.batch_size
+                );
+            }
+            write_output(output.as_deref(), &e)
+        }
+        Command::Search { model, corpus, k, query } => {
+            let docs = read_lines(std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?, &corpus.display().to_string())?;
+            let embedder = model.load()?;
+            let e = embed(&embedder, &docs)?;
+            let q = embedder.embed(&[query.as_str()])?;
+            let mut scored: Vec<(usize, f32)> = e.rows().map(|r| cosine(q.row(0), r)).enumerate().collect();
+            scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let mut out = std::io::stdout().lock();
+            for (rank, (i, s)) in scored.into_iter().take(k).enumerate() {
+                writeln!(out, "{}\t{s:.4}\t{}", rank + 1, docs[i])?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_follow_text_file_conventions() {
+        let cases: [(&[u8], &[&str]); 7] = [
+            (b"", &[]),
+            (b"\n", &[""]),
+            (b"a", &["a"]),
+            (b"a\n", &["a"]),
+            (b"a\n\nb\n", &["a", "", "b"]),
+            (b"a\r\nb\r\n", &["a", "b"]),
+            ("caf\u{e9}\n".as_bytes(), &["caf\u{e9}"]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(read_lines(input.to_vec(), "t").unwrap(), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_line() {
+        let err = read_lines(b"ok\nok\nbad \xff\n".to_vec(), "in.txt").unwrap_err().to_string();
+        assert!(err.contains("in.txt") && err.contains("line 3"), "{err}");
+    }
+}

@@ -1,0 +1,219 @@
+//! `T5Config`: the subset of Hugging Face's `T5Config` (`config.json`) that inference needs, validated.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result, read_json};
+
+/// Feed-forward activation, parsed from `feed_forward_proj` as Hugging Face does:
+/// `"[gated-]ACT"`, where `gated-gelu` means the tanh-approximated `gelu_new`.
+/// <https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/t5/configuration_t5.py#L123-L138>
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Relu,
+    /// Exact (erf) GELU: HF's `"gelu"`.
+    Gelu,
+    /// Tanh-approximated GELU: HF's `"gelu_new"`, used by `gated-gelu` (T5 v1.1, mT5).
+    GeluNew,
+    Silu,
+}
+
+/// Feed-forward kind: the activation and whether it is gated (`wi_0`/`wi_1`) or plain (`wi`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedForward {
+    pub activation: Activation,
+    pub gated: bool,
+}
+
+impl FeedForward {
+    /// Parses `feed_forward_proj` (`relu`, `gated-gelu`, `gated-relu`, `gelu`, `gated-silu`, `silu`).
+    pub fn parse(s: &str) -> Option<Self> {
+        let (gated, act) = match s.strip_prefix("gated-") {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        let activation = match (act, gated) {
+            ("relu", _) => Activation::Relu,
+            ("gelu", true) | ("gelu_new", _) => Activation::GeluNew,
+            ("gelu", false) => Activation::Gelu,
+            ("silu", _) | ("swish", _) => Activation::Silu,
+            _ => return None,
+        };
+        Some(Self { activation, gated })
+    }
+}
+
+fn d_vocab() -> usize { 32128 }
+fn d_model() -> usize { 512 }
+fn d_kv() -> usize { 64 }
+fn d_ff() -> usize { 2048 }
+fn n_layers() -> usize { 6 }
+fn n_heads() -> usize { 8 }
+fn n_buckets() -> usize { 32 }
+fn max_dist() -> usize { 128 }
+fn eps() -> f64 { 1e-6 }
+fn ff_proj() -> String { "relu".into() }
+fn yes() -> bool { true }
+
+/// T5 hyper-parameters, with Hugging Face's defaults for absent keys.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct T5Config {
+    #[serde(default = "d_vocab")]
+    pub vocab_size: usize,
+    #[serde(default = "d_model")]
+    pub d_model: usize,
+    /// Per-head width; need not equal `d_model / num_heads`.
+    #[serde(default = "d_kv")]
+    pub d_kv: usize,
+    #[serde(default = "d_ff")]
+    pub d_ff: usize,
+    #[serde(default = "n_layers")]
+    pub num_layers: usize,
+    /// Defaults to `num_layers`.
+    #[serde(default)]
+    pub num_decoder_layers: Option<usize>,
+    #[serde(default = "n_heads")]
+    pub num_heads: usize,
+    #[serde(default = "n_buckets")]
+    pub relative_attention_num_buckets: usize,
+    #[serde(default = "max_dist")]
+    pub relative_attention_max_distance: usize,
+    #[serde(default = "eps")]
+    pub layer_norm_epsilon: f64,
+    #[serde(default = "ff_proj")]
+    pub feed_forward_proj: String,
+    #[serde(default = "yes")]
+    pub tie_word_embeddings: bool,
+    #[serde(default)]
+    pub decoder_start_token_id: Option<u32>,
+    #[serde(default)]
+    pub model_type: Option<String>,
+}
+
+impl Default for T5Config {
+    fn default() -> Self {
+        serde_json::from_str("{}").expect("all fields have defaults")
+    }
+}
+
+impl T5Config {
+    /// Reads and validates `config.json`.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let cfg: Self = read_json(path)?;
+        cfg.validate().map_err(|m| Error::config(path, m))?;
+        Ok(cfg)
+    }
+
+    /// The parsed feed-forward kind. Valid after [`validate`](Self::validate).
+    pub fn feed_forward(&self) -> FeedForward {
+        FeedForward::parse(&self.feed_forward_proj).unwrap_or(FeedForward { activation: Activation::Relu, gated: false })
+    }
+
+    pub fn decoder_layers(&self) -> usize {
+        self.num_decoder_layers.unwrap_or(self.num_layers)
+    }
+
+    /// `num_heads * d_kv`: the attention's inner width.
+    pub fn inner_dim(&self) -> usize {
+        self.num_heads * self.d_kv
+    }
+
+    /// Checks every value inference depends on; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(t) = self.model_type.as_deref() {
+            if !matches!(t, "t5" | "mt5") {
+                return Err(format!("model_type `{t}` is not supported (expected `t5` or `mt5`; umT5's per-layer position bias is not T5's)"));
+            }
+        }
+        for (key, v) in [
+            ("vocab_size", self.vocab_size),
+            ("d_model", self.d_model),
+            ("d_kv", self.d_kv),
+            ("d_ff", self.d_ff),
+            ("num_layers", self.num_layers),
+            ("num_heads", self.num_heads),
+        ] {
+            if v == 0 {
+                return Err(format!("`{key}` must be positive"));
+            }
+        }
+        if FeedForward::parse(&self.feed_forward_proj).is_none() {
+            return Err(format!(
+                "`feed_forward_proj` = `{}` is not supported (expected relu, gated-gelu, gated-relu, gelu, silu or gated-silu)",
+                self.feed_forward_proj
+            ));
+        }
+        // Bidirectional bucketing halves the buckets, and the log-spaced part needs
+        // max_distance > max_exact = num_buckets / 4 (encoder) or / 2 (decoder).
+        if self.relative_attention_num_buckets < 4 {
+            return Err("`relative_attention_num_buckets` must be at least 4".into());
+        }
+        if self.relative_attention_max_distance <= self.relative_attention_num_buckets / 2 {
+            return Err(format!(
+                "`relative_attention_max_distance` ({}) must exceed relative_attention_num_buckets / 2 ({})",
+                self.relative_attention_max_distance,
+                self.relative_attention_num_buckets / 2
+            ));
+        }
+        if !(self.layer_norm_epsilon.is_finite() && self.layer_norm_epsilon > 0.0) {
+            return Err("`layer_norm_epsilon` must be positive and finite".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feed_forward_kinds() {
+        let cases = [
+            ("relu", Some((Activation::Relu, false))),
+            ("gated-gelu", Some((Activation::GeluNew, true))),
+            ("gated-relu", Some((Activation::Relu, true))),
+            ("gelu", Some((Activation::Gelu, false))),
+            ("gated-silu", Some((Activation::Silu, true))),
+            ("gelu_new", Some((Activation::GeluNew, false))),
+            ("tanh", None),
+            ("gated-", None),
+            ("", None),
+        ];
+        for (s, want) in cases {
+            let got = FeedForward::parse(s).map(|f| (f.activation, f.gated));
+            assert_eq!(got, want, "feed_forward_proj = {s:?}");
+        }
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let cases: [(&str, Option<&str>); 8] = [
+            ("{}", None),
+            (r#"{"d_model": 0}"#, Some("d_model")),
+            (r#"{"num_heads": 0}"#, Some("num_heads")),
+            (r#"{"feed_forward_proj": "gated-tanh"}"#, Some("feed_forward_proj")),
+            (r#"{"relative_attention_num_buckets": 2}"#, Some("relative_attention_num_buckets")),
+            (r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 16}"#, Some("relative_attention_max_distance")),
+            (r#"{"layer_norm_epsilon": -1.0}"#, Some("layer_norm_epsilon")),
+            (r#"{"model_type": "umt5"}"#, Some("umt5")),
+        ];
+        for (json, want) in cases {
+            let cfg: T5Config = serde_json::from_str(json).unwrap();
+            match (cfg.validate(), want) {
+                (Ok(()), None) => {}
+                (Err(msg), Some(key)) => assert!(msg.contains(key), "{json}: {msg}"),
+                (got, want) => panic!("{json}: got {got:?}, want error naming {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_follow_hugging_face() {
+        let cfg = T5Config::default();
+        assert_eq!((cfg.d_model, cfg.d_kv, cfg.num_heads, cfg.decoder_layers()), (512, 64, 8, 6));
+        assert!(cfg.tie_word_embeddings);
+        let cfg: T5Config = serde_json::from_str(r#"{"num_layers": 3, "d_kv": 6, "num_heads": 3}"#).unwrap();
+        assert_eq!((cfg.decoder_layers(), cfg.inner_dim()), (3, 18));
+    }
+}

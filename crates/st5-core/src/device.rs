@@ -1,0 +1,56 @@
+//! Backend selection: burn's flex CPU backend or its wgpu backend (Vulkan, Metal, DX12; lavapipe
+//! in CI). Model code never names a backend: it takes the [`Device`] chosen here.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+use burn::tensor::Device;
+
+use crate::error::{Error, Result};
+
+/// Which backend to run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// burn's flex backend (pure Rust, multi-threaded gemm).
+    Cpu,
+    /// burn's wgpu backend on the default adapter.
+    Wgpu,
+}
+
+impl FromStr for Backend {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "cpu" | "flex" => Ok(Backend::Cpu),
+            "wgpu" | "gpu" => Ok(Backend::Wgpu),
+            _ => Err(Error::Invalid(format!("unknown device `{s}` (expected cpu or wgpu)"))),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Cpu => "cpu",
+            Backend::Wgpu => "wgpu",
+        })
+    }
+}
+
+impl Backend {
+    /// The device for this backend. wgpu is initialised once per process (burn's runtime cannot
+    /// be re-initialised) and a failure (no adapter or driver) is a typed error, not a panic on
+    /// the first tensor.
+    pub fn device(self) -> Result<Device> {
+        match self {
+            Backend::Cpu => Ok(Device::flex()),
+            Backend::Wgpu => {
+                static WGPU: OnceLock<std::result::Result<Device, String>> = OnceLock::new();
+                WGPU.get_or_init(|| Device::wgpu_options().init().map_err(|e| e.to_string()))
+                    .clone()
+                    .map_err(|message| Error::Device { device: "wgpu".into(), message })
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! [`Embedder`]: loads a model directory and embeds lists of texts in length-bucketed batches,
+//! returning `[n, dim]` in input order. Only `[batch, dim]` per batch leaves the device.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::batch::{pad, plan_batches};
+use crate::error::{Error, Result};
+use crate::layout::ModelLayout;
+use crate::model::{HeadConfig, SentenceT5, Variant};
+use crate::tokenizer::{PAD_ID, T5Tokenizer};
+use crate::weights::{Checkpoint, LoadReport, VarBuilder};
+
+/// Options for [`Embedder::load`]; `Default` follows the model directory.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Overrides the variant given by the Pooling module (enc-mean for a plain T5 directory).
+    pub variant: Option<Variant>,
+    /// A `tokenizer.json` to use when the directory has none (or to override it).
+    pub tokenizer: Option<PathBuf>,
+    /// Overrides `max_seq_length`.
+    pub max_seq_length: Option<usize>,
+    /// Texts per forward pass.
+    pub batch_size: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self { variant: None, tokenizer: None, max_seq_length: None, batch_size: 32 }
+    }
+}
+
+/// Row-major `[n, dim]` sentence embeddings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embeddings {
+    pub data: Vec<f32>,
+    pub dim: usize,
+}
+
+impl Embeddings {
+    pub fn len(&self) -> usize {
+        if self.dim == 0 { 0 } else { self.data.len() / self.dim }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+    pub fn rows(&self) -> impl Iterator<Item = &[f32]> {
+        self.data.chunks_exact(self.dim.max(1))
+    }
+}
+
+/// A loaded Sentence-T5 model with its tokenizer, on one device.
+pub struct Embedder {
+    model: SentenceT5,
+    tokenizer: T5Tokenizer,
+    device: Device,
+    batch_size: usize,
+    report: LoadReport,
+    layout: ModelLayout,
+}
+
+impl Embedder {
+    /// Loads a sentence-transformers or Hugging Face T5 directory onto `device`.
+    pub fn load(dir: &Path, options: &LoadOptions, device: &Device) -> Result<Self> {
+        if options.batch_size == 0 {
+            return Err(Error::Invalid("batch size must be at least 1".into()));
+        }
+        let layout = ModelLayout::read(dir)?;
+        let variant = options.variant.or(layout.pooling).unwrap_or(Variant::EncMean);
+        let cfg = &layout.config;
+        let mut width = cfg.d_model;
+        for (path, (d_in, d_out, _)) in &layout.dense {
+            if *d_in != width {
+                return Err(Error::config(path.join("config.json"), format!("Dense in_features is {d_in}, but its input has width {width}")));
+            }
+            width = *d_out;
+        }
+        let ckpt = Rc::new(Checkpoint::open_dir(&layout.transformer_dir)?);
+        if variant.needs_decoder() && !ckpt.names().any(|n| n.contains("decoder.block.0.")) {
+            return Err(Error::layout(
+                &layout.transformer_dir,
+                "variant encdec-first needs the T5 decoder weights (decoder.block.*), but this checkpoint holds an \
+                 encoder only; use enc-mean or enc-first, or a full T5 checkpoint",
+            ));
+        }
+        let t5_vb = VarBuilder::from_checkpoint(ckpt, device);
+        let mut dense_vbs = Vec::new();
+        for (path, _) in &layout.dense {
+            dense_vbs.push((path.clone(), VarBuilder::from_checkpoint(Rc::new(Checkpoint::open_dir(path)?), device)));
+        }
+        let head = HeadConfig {
+            variant,
+            dense: layout.dense.iter().map(|(_, d)| *d).collect(),
+            normalize: layout.normalize,
+        };
+        let vbs: Vec<VarBuilder> = dense_vbs.iter().map(|(_, vb)| vb.clone()).collect();
+        let model = SentenceT5::new(&t5_vb, &vbs, cfg, &head);
+        let mut report = t5_vb.report();
+        if !report.is_ok() {
+            return Err(Error::Weights { path: layout.transformer_dir.clone(), report: report.problems() });
+        }
+        for (path, vb) in &dense_vbs {
+            let r = vb.report();
+            if !r.is_ok() {
+                return Err(Error::Weights { path: path.clone(), report: r.problems() });
+            }
+            report.unused.extend(r.unused.into_iter().map(|n| format!("{}/{n}", path.display())));
+        }
+        let tok_path = options.tokenizer.clone().or_else(|| layout.tokenizer.clone()).ok_or_else(|| {
+            Error::layout(dir, "no tokenizer.json in the model directory; pass one explicitly (--tokenizer)")
+        })?;
+        let max_len = options.max_seq_length.unwrap_or(layout.max_seq_length);
+        let tokenizer = T5Tokenizer::from_file(&tok_path, max_len)?;
+        Ok(Self { model, tokenizer, device: device.clone(), batch_size: options.batch_size, report, layout })
+    }
+
+    /// Wraps an already built model (for example one being trained).
+    pub fn from_parts(model: SentenceT5, tokenizer: T5Tokenizer, device: &Device, batch_size: usize, layout: ModelLayout) -> Self {
+        Self { model, tokenizer, device: device.clone(), batch_size: batch_size.max(1), report: LoadReport::default(), layout }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.model.dim()
+    }
+    pub fn variant(&self) -> Variant {
+        self.model.variant
+    }
+    pub fn model(&self) -> &SentenceT5 {
+        &self.model
+    }
+    pub fn tokenizer(&self) -> &T5Tokenizer {
+        &self.tokenizer
+    }
+    pub fn layout(&self) -> &ModelLayout {
+        &self.layout
+    }
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    /// Tensors the checkpoint holds that this variant did not use.
+    pub fn report(&self) -> &LoadReport {
+        &self.report
+    }
+    pub fn set_batch_size(&mut self, batch_size: usize) {
+        self.batch_size = batch_size.max(1);
+    }
+
+    /// Embeds `texts`, returning `[texts.len(), dim]` in input order.
+    pub fn embed<S: AsRef<str>>(&self, texts: &[S]) -> Result<Embeddings> {
+        self.embed_with_progress(texts, |_, _| {})
+    }
+
+    /// As [`embed`](Self::embed), calling `progress(done, total)` after each batch.
+    pub fn embed_with_progress<S: AsRef<str>>(&self, texts: &[S], mut progress: impl FnMut(usize, usize)) -> Result<Embeddings> {
+        let refs: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
+        let ids = self.tokenizer.encode_batch(&refs)?;
+        let dim = self.dim();
+        let mut data = vec![0.0f32; ids.len() * dim];
+        let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
+        let mut done = 0;
+        for batch in plan_batches(&lengths, self.batch_size) {
+            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
+            let rows = self.forward_ids(&seqs)?;
+            for (k, &i) in batch.iter().enumerate() {
+                data[i * dim..(i + 1) * dim].copy_from_slice(&rows[k * dim..(k + 1) * dim]);
+            }
+            done += batch.len();
+            progress(done, ids.len());
+        }
+        Ok(Embeddings { data, dim })
+    }
+
+    /// Runs one padded batch of token ids; returns `[batch, dim]` row-major.
+    pub fn forward_ids(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
+        let (ids, mask) = self.batch_tensors(seqs);
+        self.model
+            .forward(ids, mask)
+            .into_data()
+            .into_vec::<f32>()
+            .map_err(|e| Error::Readback(format!("{e:?}")))
+    }
+
+    /// Pads `seqs` and uploads ids `[batch, seq]` and mask `[batch, seq]`.
+    pub fn batch_tensors(&self, seqs: &[&[u32]]) -> (Tensor<2, Int>, Tensor<2>) {
+        let b = pad(seqs, PAD_ID);
+        let ids = Tensor::<2, Int>::from_data(TensorData::new(b.ids, [b.batch, b.seq]), &self.device);
+        let mask = Tensor::<2>::from_data(TensorData::new(b.mask, [b.batch, b.seq]), &self.device);
+        (ids, mask)
+    }
+}

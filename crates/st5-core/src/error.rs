@@ -1,0 +1,82 @@
+//! The one error type of `st5-core`: every failure names the file, tensor or text at fault.
+
+use std::path::PathBuf;
+
+/// Errors from loading, tokenizing and embedding.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or directory could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JSON file is malformed or lacks a required field.
+    #[error("invalid JSON in {}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A configuration value is out of range or unsupported.
+    #[error("invalid config {}: {message}", path.display())]
+    Config { path: PathBuf, message: String },
+    /// A directory holds neither a sentence-transformers nor a Hugging Face T5 layout.
+    #[error("{}: {message}", path.display())]
+    Layout { path: PathBuf, message: String },
+    /// A safetensors file is truncated or corrupt.
+    #[error("invalid safetensors file {}: {source}", path.display())]
+    Safetensors {
+        path: PathBuf,
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+    /// A tensor is stored in a dtype other than F32, F16 or BF16.
+    #[error("{}: tensor `{name}` has dtype {dtype}; only F32, F16 and BF16 are supported", path.display())]
+    Dtype {
+        path: PathBuf,
+        name: String,
+        dtype: String,
+    },
+    /// Tensors the model needs are missing or have the wrong shape.
+    #[error("weights in {} do not match the model config:\n{report}", path.display())]
+    Weights { path: PathBuf, report: String },
+    /// The tokenizer could not be loaded or failed on a text.
+    #[error("tokenizer {}: {source}", path.display())]
+    Tokenizer {
+        path: PathBuf,
+        #[source]
+        source: tokenizers::Error,
+    },
+    /// The wgpu device could not be initialised (no adapter, no Vulkan driver, ...).
+    #[error("cannot initialise the {device} device: {message}")]
+    Device { device: String, message: String },
+    /// Reading a result back from the device failed.
+    #[error("reading results from the device failed: {0}")]
+    Readback(String),
+    /// An argument is invalid (a zero batch size, an unknown variant name, ...).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+    pub(crate) fn config(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Config { path: path.into(), message: message.into() }
+    }
+    pub(crate) fn layout(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Layout { path: path.into(), message: message.into() }
+    }
+}
+
+/// Reads and parses a JSON file, naming it in any error.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
+    let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&text).map_err(|source| Error::Json { path: path.into(), source })
+}

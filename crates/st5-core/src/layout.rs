@@ -1,0 +1,199 @@
+//! Model directory layouts: a sentence-transformers directory (`modules.json`, `1_Pooling`,
+//! `2_Dense`, `Normalize`; the Transformer at the root or in `0_Transformer/`) or a plain
+//! Hugging Face T5 / T5 v1.1 / mT5 directory. Reading a layout touches only JSON files.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::config::T5Config;
+use crate::error::{Error, Result, read_json};
+use crate::model::Variant;
+
+/// Everything read from a model directory's JSON files.
+#[derive(Debug, Clone)]
+pub struct ModelLayout {
+    /// The directory holding the T5 `config.json` and weights.
+    pub transformer_dir: PathBuf,
+    pub config: T5Config,
+    /// From the Pooling module (`mean` → enc-mean, `cls` → enc-first); `None` for a plain HF dir.
+    pub pooling: Option<Variant>,
+    /// Dense module directories with `(in_features, out_features, bias)`.
+    pub dense: Vec<(PathBuf, (usize, usize, bool))>,
+    /// A Normalize module is present (always true for a plain HF directory).
+    pub normalize: bool,
+    /// From `sentence_bert_config.json`, else the tokenizer's `model_max_length`, else 512.
+    pub max_seq_length: usize,
+    /// `tokenizer.json`, if the directory has one.
+    pub tokenizer: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+struct ModuleEntry {
+    path: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// `1_Pooling/config.json` in either sentence-transformers format: v5+ (`pooling_mode`) or the
+/// older boolean flags (`pooling_mode_mean_tokens`, ...).
+#[derive(Deserialize, Default)]
+struct PoolingConfig {
+    pooling_mode: Option<String>,
+    #[serde(default)]
+    pooling_mode_cls_token: bool,
+    #[serde(default)]
+    pooling_mode_mean_tokens: bool,
+    #[serde(default)]
+    pooling_mode_max_tokens: bool,
+    #[serde(default)]
+    pooling_mode_mean_sqrt_len_tokens: bool,
+    #[serde(default)]
+    pooling_mode_weightedmean_tokens: bool,
+    #[serde(default)]
+    pooling_mode_lasttoken: bool,
+}
+
+impl PoolingConfig {
+    fn variant(&self) -> Result<Variant, String> {
+        let modes: Vec<&str> = match &self.pooling_mode {
+            Some(m) => m.split('+').map(str::trim).collect(),
+            None => [
+                (self.pooling_mode_cls_token, "cls"),
+                (self.pooling_mode_mean_tokens, "mean"),
+                (self.pooling_mode_max_tokens, "max"),
+                (self.pooling_mode_mean_sqrt_len_tokens, "mean_sqrt_len_tokens"),
+                (self.pooling_mode_weightedmean_tokens, "weightedmean"),
+                (self.pooling_mode_lasttoken, "lasttoken"),
+            ]
+            .into_iter()
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect(),
+        };
+        match modes.as_slice() {
+            ["mean"] | ["mean_tokens"] => Ok(Variant::EncMean),
+            ["cls"] | ["cls_token"] => Ok(Variant::EncFirst),
+            [] => Err("no pooling mode is set".into()),
+            other => Err(format!("pooling mode {other:?} is not a Sentence-T5 pooling (expected mean or cls)")),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct DenseConfig {
+    in_features: usize,
+    out_features: usize,
+    #[serde(default = "yes")]
+    bias: bool,
+    #[serde(default)]
+    activation_function: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize, Default)]
+struct SbertConfig {
+    max_seq_length: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+struct TokenizerConfig {
+    model_max_length: Option<f64>,
+}
+
+impl ModelLayout {
+    /// Reads the layout of `dir`. Unknown sentence-transformers modules are refused by name.
+    pub fn read(dir: &Path) -> Result<Self> {
+        if !dir.is_dir() {
+            return Err(Error::layout(dir, "model directory not found"));
+        }
+        let modules_path = dir.join("modules.json");
+        if !modules_path.is_file() {
+            return Self::plain(dir, dir);
+        }
+        let modules: Vec<ModuleEntry> = read_json(&modules_path)?;
+        let mut transformer = None;
+        let mut pooling = None;
+        let mut dense = Vec::new();
+        let mut normalize = false;
+        for m in &modules {
+            let sub = dir.join(&m.path);
+            match m.kind.rsplit('.').next().unwrap_or_default() {
+                "Transformer" => transformer = Some(sub),
+                "Pooling" => {
+                    let path = sub.join("config.json");
+                    let cfg: PoolingConfig = read_json(&path)?;
+                    pooling = Some(cfg.variant().map_err(|m| Error::config(&path, m))?);
+                }
+                "Dense" => {
+                    let path = sub.join("config.json");
+                    let cfg: DenseConfig = read_json(&path)?;
+                    let act = cfg.activation_function.as_deref().unwrap_or("torch.nn.modules.linear.Identity");
+                    if !act.ends_with("Identity") {
+                        return Err(Error::config(&path, format!("Dense activation `{act}` is not supported (Sentence-T5 uses Identity)")));
+                    }
+                    dense.push((sub, (cfg.in_features, cfg.out_features, cfg.bias)));
+                }
+                "Normalize" => normalize = true,
+                other => {
+                    return Err(Error::config(&modules_path, format!("module type `{}` ({other}) is not part of a Sentence-T5 model", m.kind)));
+                }
+            }
+        }
+        let transformer = transformer.ok_or_else(|| Error::config(&modules_path, "no Transformer module"))?;
+        let mut layout = Self::plain(dir, &transformer)?;
+        layout.pooling = pooling;
+        layout.dense = dense;
+        layout.normalize = normalize;
+        Ok(layout)
+    }
+
+    /// The Transformer part: `config.json`, max length and tokenizer, looked up in the
+    /// transformer directory and then the model root.
+    fn plain(root: &Path, transformer_dir: &Path) -> Result<Self> {
+        let config_path = transformer_dir.join("config.json");
+        if !config_path.is_file() {
+            return Err(Error::layout(transformer_dir, "no config.json (expected a sentence-transformers or Hugging Face T5 directory)"));
+        }
+        let config = T5Config::from_file(&config_path)?;
+        let find = |name: &str| [transformer_dir, root].into_iter().map(|d| d.join(name)).find(|p| p.is_file());
+        let sbert: SbertConfig = find("sentence_bert_config.json").map(|p| read_json(&p)).transpose()?.unwrap_or_default();
+        let tok_cfg: TokenizerConfig = find("tokenizer_config.json").map(|p| read_json(&p)).transpose()?.unwrap_or_default();
+        // Tokenizers without a limit store a huge sentinel (1e30) as model_max_length.
+        let tok_max = tok_cfg.model_max_length.filter(|&m| m >= 1.0 && m <= 1e6).map(|m| m as usize);
+        Ok(Self {
+            transformer_dir: transformer_dir.to_path_buf(),
+            config,
+            pooling: None,
+            dense: Vec::new(),
+            normalize: true,
+            max_seq_length: sbert.max_seq_length.or(tok_max).unwrap_or(512),
+            tokenizer: find("tokenizer.json"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pooling_configs() {
+        let cases: [(&str, Option<Variant>); 8] = [
+            (r#"{"pooling_mode": "mean"}"#, Some(Variant::EncMean)),
+            (r#"{"pooling_mode": "cls"}"#, Some(Variant::EncFirst)),
+            (r#"{"pooling_mode": "max"}"#, None),
+            (r#"{"pooling_mode": "mean+cls"}"#, None),
+            (r#"{"word_embedding_dimension": 768, "pooling_mode_mean_tokens": true}"#, Some(Variant::EncMean)),
+            (r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#, Some(Variant::EncFirst)),
+            (r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true}"#, None),
+            (r#"{}"#, None),
+        ];
+        for (json, want) in cases {
+            let cfg: PoolingConfig = serde_json::from_str(json).unwrap();
+            assert_eq!(cfg.variant().ok(), want, "{json}");
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! `st5-core`: Sentence-T5 (Ni et al. 2021) on burn. One model code base for the browser
+//! package, the native CLI and the trainer.
+//!
+//! Layers, each usable alone:
+//! - [`config`]: `T5Config` from `config.json`, validated;
+//! - [`t5`]: the T5 encoder/decoder stacks, named like Hugging Face's modules;
+//! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
+//! - [`weights`] and [`layout`]: safetensors checkpoints and model directory layouts;
+//! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
+//! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out.
+
+pub mod batch;
+pub mod config;
+pub mod device;
+pub mod embedder;
+pub mod error;
+pub mod layout;
+pub mod model;
+pub mod npy;
+pub mod t5;
+pub mod tokenizer;
+pub mod weights;
+
+pub use burn::tensor::Device;
+pub use config::T5Config;
+pub use device::Backend;
+pub use embedder::{Embedder, Embeddings, LoadOptions};
+pub use error::{Error, Result};
+pub use model::{HeadConfig, SentenceT5, Variant};

@@ -1,0 +1,156 @@
+//! `SentenceT5`: a T5 stack, one of the paper's three pooling variants (Ni et al. 2021, §3.1,
+//! Fig. 2), the Dense projection and L2 normalisation, all on the device.
+
+use std::fmt;
+use std::str::FromStr;
+
+use burn::module::Module;
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::config::T5Config;
+use crate::error::Error;
+use crate::t5::{Linear, T5Model};
+use crate::weights::VarBuilder;
+
+/// The Sentence-T5 architectures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// ST5-Enc mean: mean of encoder outputs over non-padding tokens (`</s>` included).
+    EncMean,
+    /// ST5-Enc first: the first encoder output.
+    EncFirst,
+    /// ST5-EncDec first: the decoder's final-norm output at position 0, decoder input `[0]`.
+    EncDecFirst,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 3] = [Variant::EncMean, Variant::EncFirst, Variant::EncDecFirst];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::EncMean => "enc-mean",
+            Variant::EncFirst => "enc-first",
+            Variant::EncDecFirst => "encdec-first",
+        }
+    }
+
+    pub fn needs_decoder(self) -> bool {
+        self == Variant::EncDecFirst
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Variant::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| Error::Invalid(format!("unknown variant `{s}` (expected enc-mean, enc-first or encdec-first)")))
+    }
+}
+
+/// Head settings beyond the T5 config: the Dense projections (sentence-transformers `2_Dense`,
+/// possibly several) and whether to L2-normalise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadConfig {
+    pub variant: Variant,
+    /// `(in_features, out_features, bias)` for each Dense, in order.
+    pub dense: Vec<(usize, usize, bool)>,
+    pub normalize: bool,
+}
+
+/// Encoder (and decoder), pooling, Dense and L2 norm. `forward` maps token ids to sentence
+/// embeddings entirely on the device.
+#[derive(Module, Debug)]
+pub struct SentenceT5 {
+    pub t5: T5Model,
+    /// `linear` of each Dense module.
+    pub dense: Vec<Linear>,
+    #[module(skip)]
+    pub variant: Variant,
+    pub normalize: bool,
+}
+
+impl SentenceT5 {
+    /// Builds the T5 part from `t5_vb` (checkpoint root) and each Dense from `dense_vbs[i]`
+    /// (`linear.weight`, `linear.bias`).
+    pub fn new(t5_vb: &VarBuilder, dense_vbs: &[VarBuilder], cfg: &T5Config, head: &HeadConfig) -> Self {
+        Self {
+            t5: T5Model::new(t5_vb, cfg, head.variant.needs_decoder()),
+            dense: head
+                .dense
+                .iter()
+                .zip(dense_vbs)
+                .map(|(&(i, o, bias), vb)| Linear::new(&vb.pp("linear"), i, o, bias))
+                .collect(),
+            variant: head.variant,
+            normalize: head.normalize,
+        }
+    }
+
+    /// A randomly initialised model (for training from scratch and tests).
+    pub fn init(cfg: &T5Config, head: &HeadConfig, device: &burn::tensor::Device) -> Self {
+        let vb = VarBuilder::init(device);
+        let dense: Vec<VarBuilder> = (0..head.dense.len()).map(|i| vb.pp(format!("dense{i}"))).collect();
+        Self::new(&vb, &dense, cfg, head)
+    }
+
+    /// The output width: the last Dense's `out_features`, else `d_model`.
+    pub fn dim(&self) -> usize {
+        match self.dense.last() {
+            Some(l) => l.weight.dims()[1],
+            None => self.t5.shared.dims()[1],
+        }
+    }
+
+    /// `ids`: `[batch, seq]`; `mask`: `[batch, seq]`, 1.0 for tokens and 0.0 for padding.
+    /// Returns `[batch, dim]`.
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<2> {
+        let b = ids.dims()[0];
+        let encoded = self.t5.encode(ids, mask.clone());
+        let d = encoded.dims()[2];
+        let pooled: Tensor<2> = match self.variant {
+            Variant::EncMean => {
+                let summed = (encoded * mask.clone().unsqueeze_dim(2)).sum_dim(1).reshape([b, d]);
+                // sentence-transformers clamps the count at 1e-9; every text has at least `</s>`.
+                summed / mask.sum_dim(1).clamp_min(1e-9)
+            }
+            Variant::EncFirst => encoded.slice([0..b, 0..1]).reshape([b, d]),
+            Variant::EncDecFirst => {
+                let device = encoded.device();
+                let start = Tensor::<2, Int>::from_data(TensorData::new(vec![0i32; b], [b, 1]), &device);
+                let decoded = self.t5.decode(start, encoded, mask).expect("encdec-first models are built with a decoder");
+                decoded.reshape([b, d])
+            }
+        };
+        let projected = self.dense.iter().fold(pooled, |x, l| l.forward(x));
+        if self.normalize { l2_normalize(projected) } else { projected }
+    }
+}
+
+/// `x / max(‖x‖₂, 1e-12)` per row, as `torch.nn.functional.normalize`. `[n, dim]` → same.
+pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
+    let norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(1e-12);
+    x / norm
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variant_names_round_trip() {
+        for v in Variant::ALL {
+            assert_eq!(v.name().parse::<Variant>().unwrap(), v);
+        }
+        for bad in ["", "mean", "enc_mean", "ENC-MEAN"] {
+            assert!(bad.parse::<Variant>().is_err(), "{bad:?} should be rejected");
+        }
+    }
+}

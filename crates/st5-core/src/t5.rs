@@ -1,0 +1,399 @@
+//! The T5 encoder and decoder stacks, named and nested like Hugging Face's `modeling_t5.py`
+//! (candle's `t5.rs` style) so that every weight name maps one to one:
+//! `encoder.block.{i}.layer.0.SelfAttention.q.weight`, `...layer.1.DenseReluDense.wi_0.weight`, ...
+//!
+//! T5 specifics: relative-position bias owned by the first block and shared by the rest
+//! (bidirectional buckets in the encoder, causal in the decoder), RMS layer norm without mean
+//! subtraction or bias, and no `1/sqrt(d_kv)` attention scaling (folded into the init instead).
+
+use burn::module::{Module, Param};
+use burn::tensor::activation::{gelu, gelu_approximate, relu, silu, softmax};
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::config::{Activation, T5Config};
+use crate::weights::{Init, VarBuilder};
+
+/// Large negative added to masked attention logits. HF uses `finfo(f32).min`; any value whose
+/// `exp` underflows to exactly 0 gives the same softmax, and this one cannot overflow to -inf.
+const MASKED: f32 = -1e9;
+
+/// `y = x W + b` with `W` stored `[d_in, d_out]` (PyTorch's `[out, in]`, transposed at load).
+#[derive(Module, Debug)]
+pub struct Linear {
+    /// `[d_in, d_out]`
+    pub weight: Param<Tensor<2>>,
+    /// `[d_out]`
+    pub bias: Option<Param<Tensor<1>>>,
+}
+
+impl Linear {
+    /// Loads `{name}.weight` (and `{name}.bias` when `bias`).
+    pub fn new(vb: &VarBuilder, d_in: usize, d_out: usize, bias: bool) -> Self {
+        let std = (d_in as f64).powf(-0.5);
+        Self {
+            weight: vb.get_linear_weight(d_in, d_out, "weight", Init::Normal(std)),
+            bias: bias.then(|| vb.get([d_out], "bias", Init::Zeros)),
+        }
+    }
+
+    /// `[..., d_in]` → `[..., d_out]`
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        burn::tensor::module::linear(x, self.weight.val(), self.bias.as_ref().map(Param::val))
+    }
+}
+
+/// RMS norm: `x / sqrt(mean(x²) + eps) * weight`, no mean subtraction, no bias, in f32.
+/// <https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/t5/modeling_t5.py#L246-L270>
+#[derive(Module, Debug)]
+pub struct T5LayerNorm {
+    /// `[d_model]`
+    pub weight: Param<Tensor<1>>,
+    pub eps: f64,
+}
+
+impl T5LayerNorm {
+    pub fn new(vb: &VarBuilder, d_model: usize, eps: f64) -> Self {
+        Self { weight: vb.get([d_model], "weight", Init::Ones), eps }
+    }
+
+    /// `[batch, seq, d_model]` → same
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let variance = x.clone().powi_scalar(2).mean_dim(2);
+        let d = self.weight.dims()[0];
+        x * (variance + self.eps).sqrt().recip() * self.weight.val().reshape([1, 1, d])
+    }
+}
+
+/// The feed-forward block: `wo(act(wi x))`, or gated `wo(act(wi_0 x) * wi_1 x)`.
+#[derive(Module, Debug)]
+pub struct T5DenseActDense {
+    /// `wi` (plain) or `wi_0` (gated): `[d_model, d_ff]`
+    pub wi: Linear,
+    /// `wi_1`, gated variants only: `[d_model, d_ff]`
+    pub wi_1: Option<Linear>,
+    /// `[d_ff, d_model]`
+    pub wo: Linear,
+    #[module(skip)]
+    pub activation: Activation,
+}
+
+impl T5DenseActDense {
+    pub fn new(vb: &VarBuilder, cfg: &T5Config) -> Self {
+        let ff = cfg.feed_forward();
+        let (wi, wi_1) = if ff.gated {
+            (Linear::new(&vb.pp("wi_0"), cfg.d_model, cfg.d_ff, false), Some(Linear::new(&vb.pp("wi_1"), cfg.d_model, cfg.d_ff, false)))
+        } else {
+            (Linear::new(&vb.pp("wi"), cfg.d_model, cfg.d_ff, false), None)
+        };
+        Self { wi, wi_1, wo: Linear::new(&vb.pp("wo"), cfg.d_ff, cfg.d_model, false), activation: ff.activation }
+    }
+
+    /// `[batch, seq, d_model]` → same
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        let h = self.wi.forward(x.clone());
+        let h = match self.activation {
+            Activation::Relu => relu(h),
+            Activation::Gelu => gelu(h),
+            Activation::GeluNew => gelu_approximate(h),
+            Activation::Silu => silu(h),
+        };
+        let h = match &self.wi_1 {
+            Some(wi_1) => h * wi_1.forward(x),
+            None => h,
+        };
+        self.wo.forward(h)
+    }
+}
+
+/// `layer.{1|2}`: pre-norm feed-forward with a residual.
+#[derive(Module, Debug)]
+pub struct T5LayerFF {
+    #[allow(non_snake_case)]
+    pub DenseReluDense: T5DenseActDense,
+    pub layer_norm: T5LayerNorm,
+}
+
+impl T5LayerFF {
+    pub fn new(vb: &VarBuilder, cfg: &T5Config) -> Self {
+        Self {
+            DenseReluDense: T5DenseActDense::new(&vb.pp("DenseReluDense"), cfg),
+            layer_norm: T5LayerNorm::new(&vb.pp("layer_norm"), cfg.d_model, cfg.layer_norm_epsilon),
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        x.clone() + self.DenseReluDense.forward(self.layer_norm.forward(x))
+    }
+}
+
+/// T5's relative-position bucket (Raffel et al. 2020, §2.1): exact buckets for small offsets,
+/// log-spaced up to `max_distance`, and in the encoder one half of the buckets per direction.
+/// Computed in f32 and truncated as `torch` does, so bucket edges match bit for bit.
+/// <https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/t5/modeling_t5.py#L390-L435>
+pub fn relative_position_bucket(relative_position: i64, bidirectional: bool, num_buckets: usize, max_distance: usize) -> usize {
+    let mut num_buckets = num_buckets as i64;
+    let mut bucket = 0i64;
+    let rp = if bidirectional {
+        num_buckets /= 2;
+        if relative_position > 0 {
+            bucket += num_buckets;
+        }
+        relative_position.abs()
+    } else {
+        -relative_position.min(0)
+    };
+    let max_exact = num_buckets / 2;
+    if rp < max_exact {
+        bucket += rp;
+    } else {
+        let scaled = (rp as f32 / max_exact as f32).ln() / (max_distance as f32 / max_exact as f32).ln() * (num_buckets - max_exact) as f32;
+        bucket += (max_exact + scaled as i64).min(num_buckets - 1);
+    }
+    bucket as usize
+}
+
+/// Multi-head attention without `1/sqrt(d_kv)` scaling; the first layer of each stack also owns
+/// the relative-position bias table `[num_buckets, num_heads]`.
+#[derive(Module, Debug)]
+pub struct T5Attention {
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    /// `[num_buckets, num_heads]`, only in block 0's self-attention.
+    pub relative_attention_bias: Option<Param<Tensor<2>>>,
+    pub num_heads: usize,
+    pub d_kv: usize,
+    pub num_buckets: usize,
+    pub max_distance: usize,
+    /// Encoder self-attention: true; decoder: false (causal buckets).
+    pub bidirectional: bool,
+}
+
+impl T5Attention {
+    pub fn new(vb: &VarBuilder, cfg: &T5Config, has_bias: bool, bidirectional: bool) -> Self {
+        let inner = cfg.inner_dim();
+        Self {
+            q: Linear::new(&vb.pp("q"), cfg.d_model, inner, false),
+            k: Linear::new(&vb.pp("k"), cfg.d_model, inner, false),
+            v: Linear::new(&vb.pp("v"), cfg.d_model, inner, false),
+            o: Linear::new(&vb.pp("o"), inner, cfg.d_model, false),
+            relative_attention_bias: has_bias.then(|| {
+                vb.pp("relative_attention_bias").get(
+                    [cfg.relative_attention_num_buckets, cfg.num_heads],
+                    "weight",
+                    Init::Normal((cfg.d_model as f64).powf(-0.5)),
+                )
+            }),
+            num_heads: cfg.num_heads,
+            d_kv: cfg.d_kv,
+            num_buckets: cfg.relative_attention_num_buckets,
+            max_distance: cfg.relative_attention_max_distance,
+            bidirectional,
+        }
+    }
+
+    /// The position bias `[1, heads, q_len, k_len]` for query positions `0..q_len` against key
+    /// positions `0..k_len`. Buckets are computed on the host (a few hundred integers) and gathered
+    /// from the table on the device.
+    pub fn compute_bias(&self, q_len: usize, k_len: usize) -> Tensor<4> {
+        let table = self.relative_attention_bias.as_ref().expect("position bias is owned by block 0").val();
+        let device = table.device();
+        let buckets: Vec<i32> = (0..q_len)
+            .flat_map(|q| (0..k_len).map(move |k| (q, k)))
+            .map(|(q, k)| relative_position_bucket(k as i64 - q as i64, self.bidirectional, self.num_buckets, self.max_distance) as i32)
+            .collect();
+        let idx = Tensor::<1, Int>::from_data(TensorData::new(buckets, [q_len * k_len]), &device);
+        table.select(0, idx).reshape([q_len, k_len, self.num_heads]).permute([2, 0, 1]).unsqueeze_dim(0)
+    }
+
+    /// `x`: `[batch, q_len, d_model]`; `kv`: `[batch, k_len, d_model]` (cross-attention) or `x`;
+    /// `bias`: position bias plus mask, broadcastable to `[batch, heads, q_len, k_len]`.
+    /// Returns `[batch, q_len, d_model]`.
+    pub fn forward(&self, x: Tensor<3>, kv: Option<Tensor<3>>, bias: Tensor<4>) -> Tensor<3> {
+        let [b, q_len, _] = x.dims();
+        let kv = kv.unwrap_or_else(|| x.clone());
+        let k_len = kv.dims()[1];
+        let heads = |t: Tensor<3>, len: usize| t.reshape([b, len, self.num_heads, self.d_kv]).swap_dims(1, 2);
+        let q = heads(self.q.forward(x), q_len);
+        let k = heads(self.k.forward(kv.clone()), k_len);
+        let v = heads(self.v.forward(kv), k_len);
+        // No 1/sqrt(d_kv): T5 folds it into the initialisation of q.
+        let scores = q.matmul(k.swap_dims(2, 3)) + bias;
+        let attn = softmax(scores, 3);
+        let out = attn.matmul(v).swap_dims(1, 2).reshape([b, q_len, self.num_heads * self.d_kv]);
+        self.o.forward(out)
+    }
+}
+
+/// `layer.0`: pre-norm self-attention with a residual.
+#[derive(Module, Debug)]
+pub struct T5LayerSelfAttention {
+    #[allow(non_snake_case)]
+    pub SelfAttention: T5Attention,
+    pub layer_norm: T5LayerNorm,
+}
+
+/// `layer.1` of decoder blocks: pre-norm cross-attention over the encoder output.
+#[derive(Module, Debug)]
+pub struct T5LayerCrossAttention {
+    #[allow(non_snake_case)]
+    pub EncDecAttention: T5Attention,
+    pub layer_norm: T5LayerNorm,
+}
+
+/// One block: `layer.0` self-attention, then (decoder) `layer.1` cross-attention, then the
+/// feed-forward as the last `layer.N`.
+#[derive(Module, Debug)]
+pub struct T5Block {
+    pub self_attention: T5LayerSelfAttention,
+    pub cross_attention: Option<T5LayerCrossAttention>,
+    pub ff: T5LayerFF,
+}
+
+impl T5Block {
+    pub fn new(vb: &VarBuilder, cfg: &T5Config, first: bool, decoder: bool) -> Self {
+        let layer = vb.pp("layer");
+        let norm = |vb: VarBuilder| T5LayerNorm::new(&vb.pp("layer_norm"), cfg.d_model, cfg.layer_norm_epsilon);
+        Self {
+            self_attention: T5LayerSelfAttention {
+                SelfAttention: T5Attention::new(&layer.pp(0).pp("SelfAttention"), cfg, first, !decoder),
+                layer_norm: norm(layer.pp(0)),
+            },
+            cross_attention: decoder.then(|| T5LayerCrossAttention {
+                EncDecAttention: T5Attention::new(&layer.pp(1).pp("EncDecAttention"), cfg, false, true),
+                layer_norm: norm(layer.pp(1)),
+            }),
+            ff: T5LayerFF::new(&layer.pp(if decoder { 2 } else { 1 }), cfg),
+        }
+    }
+
+    /// `x`: `[batch, seq, d_model]`; `self_bias`: `[batch|1, heads, seq, seq]`;
+    /// `cross`: the encoder output `[batch, src, d_model]` and its mask bias `[batch, 1, 1, src]`.
+    pub fn forward(&self, x: Tensor<3>, self_bias: Tensor<4>, cross: Option<(Tensor<3>, Tensor<4>)>) -> Tensor<3> {
+        let sa = &self.self_attention;
+        let x = x.clone() + sa.SelfAttention.forward(sa.layer_norm.forward(x), None, self_bias);
+        let x = match (&self.cross_attention, cross) {
+            (Some(ca), Some((enc, enc_bias))) => x.clone() + ca.EncDecAttention.forward(ca.layer_norm.forward(x), Some(enc), enc_bias),
+            _ => x,
+        };
+        self.ff.forward(x)
+    }
+}
+
+/// The additive attention mask `[batch, 1, 1, seq]`: 0 for tokens, a large negative for padding.
+/// `mask`: `[batch, seq]` of 1.0 (token) / 0.0 (padding).
+pub fn mask_bias(mask: Tensor<2>) -> Tensor<4> {
+    (mask.ones_like() - mask).mul_scalar(-MASKED).neg().unsqueeze_dims(&[1, 2])
+}
+
+/// An encoder or decoder stack: `block.{i}` and `final_layer_norm`. Embeddings (`shared`) are
+/// owned by [`T5Model`] because both stacks use them.
+#[derive(Module, Debug)]
+pub struct T5Stack {
+    pub block: Vec<T5Block>,
+    pub final_layer_norm: T5LayerNorm,
+    pub is_decoder: bool,
+}
+
+impl T5Stack {
+    pub fn new(vb: &VarBuilder, cfg: &T5Config, decoder: bool) -> Self {
+        let n = if decoder { cfg.decoder_layers() } else { cfg.num_layers };
+        Self {
+            block: (0..n).map(|i| T5Block::new(&vb.pp("block").pp(i), cfg, i == 0, decoder)).collect(),
+            final_layer_norm: T5LayerNorm::new(&vb.pp("final_layer_norm"), cfg.d_model, cfg.layer_norm_epsilon),
+            is_decoder: decoder,
+        }
+    }
+
+    /// `x`: embedded tokens `[batch, seq, d_model]`; `mask`: `[batch, seq]` (1 token, 0 padding);
+    /// `cross`: for the decoder, the encoder output `[batch, src, d_model]` and its mask `[batch, src]`.
+    /// Returns the final-norm output `[batch, seq, d_model]`.
+    pub fn forward(&self, x: Tensor<3>, mask: Tensor<2>, cross: Option<(Tensor<3>, Tensor<2>)>) -> Tensor<3> {
+        let seq = x.dims()[1];
+        let mut bias = self.block[0].self_attention.SelfAttention.compute_bias(seq, seq) + mask_bias(mask);
+        if self.is_decoder {
+            // Causal: position q sees keys 0..=q only.
+            let future = Tensor::<2>::ones([seq, seq], &x.device()).triu(1).mul_scalar(MASKED);
+            bias = bias + future.unsqueeze_dims(&[0, 1]);
+        }
+        let cross = cross.map(|(enc, enc_mask)| (enc, mask_bias(enc_mask)));
+        let x = self.block.iter().fold(x, |x, block| block.forward(x, bias.clone(), cross.clone()));
+        self.final_layer_norm.forward(x)
+    }
+}
+
+/// `shared` embeddings with the encoder and, when needed, the decoder.
+#[derive(Module, Debug)]
+pub struct T5Model {
+    /// `[vocab_size, d_model]`
+    pub shared: Param<Tensor<2>>,
+    pub encoder: T5Stack,
+    pub decoder: Option<T5Stack>,
+}
+
+impl T5Model {
+    /// Builds from `vb` at the checkpoint root (`shared.weight`, `encoder.*`, `decoder.*`).
+    pub fn new(vb: &VarBuilder, cfg: &T5Config, with_decoder: bool) -> Self {
+        Self {
+            shared: vb.pp("shared").get([cfg.vocab_size, cfg.d_model], "weight", Init::Normal(1.0)),
+            encoder: T5Stack::new(&vb.pp("encoder"), cfg, false),
+            decoder: with_decoder.then(|| T5Stack::new(&vb.pp("decoder"), cfg, true)),
+        }
+    }
+
+    /// `ids`: `[batch, seq]` → `[batch, seq, d_model]`
+    pub fn embed(&self, ids: Tensor<2, Int>) -> Tensor<3> {
+        let [b, s] = ids.dims();
+        let d = self.shared.dims()[1];
+        self.shared.val().select(0, ids.reshape([b * s])).reshape([b, s, d])
+    }
+
+    /// `ids`, `mask`: `[batch, seq]` → encoder output `[batch, seq, d_model]`
+    pub fn encode(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<3> {
+        self.encoder.forward(self.embed(ids), mask, None)
+    }
+
+    /// Runs the decoder on `decoder_ids` `[batch, tgt]` over the encoder output; returns the
+    /// decoder's final-norm output `[batch, tgt, d_model]`.
+    pub fn decode(&self, decoder_ids: Tensor<2, Int>, encoded: Tensor<3>, mask: Tensor<2>) -> Option<Tensor<3>> {
+        let decoder = self.decoder.as_ref()?;
+        let tgt_mask = decoder_ids.clone().float().ones_like();
+        Some(decoder.forward(self.embed(decoder_ids), tgt_mask, Some((encoded, mask))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Expected values printed by `T5Attention._relative_position_bucket` (transformers 5.24):
+    /// exact region, log region, clamping at max_distance, and the direction split.
+    #[test]
+    fn buckets_match_hugging_face() {
+        // (relative_position, bidirectional, num_buckets, max_distance, bucket)
+        let cases = [
+            (0, true, 32, 128, 0),
+            (1, true, 32, 128, 17),
+            (-1, true, 32, 128, 1),
+            (7, true, 32, 128, 23),
+            (8, true, 32, 128, 24),
+            (-8, true, 32, 128, 8),
+            (127, true, 32, 128, 31),
+            (1000, true, 32, 128, 31),
+            (-1000, true, 32, 128, 15),
+            (5, false, 32, 128, 0),
+            (-5, false, 32, 128, 5),
+            (-16, false, 32, 128, 16),
+            (-200, false, 32, 128, 31),
+            (3, true, 8, 20, 6),
+            (-3, true, 8, 20, 2),
+            (-9, true, 8, 20, 3),
+            (-17, false, 16, 64, 10),
+            (40, true, 16, 64, 15),
+        ];
+        for (rp, bi, nb, md, want) in cases {
+            assert_eq!(relative_position_bucket(rp, bi, nb, md), want, "rp={rp} bi={bi} nb={nb} md={md}");
+        }
+    }
+}

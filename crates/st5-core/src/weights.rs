@@ -1,0 +1,329 @@
+//! Checkpoint reading (safetensors: single, sharded, f32/f16/bf16) and [`VarBuilder`], the one
+//! construction path for every module: it either pulls named tensors from a checkpoint or
+//! initialises them, and records missing, mis-shaped and unused tensors by name.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use burn::module::Param;
+use burn::tensor::{Device, Distribution, Tensor, TensorData};
+use safetensors::{Dtype, SafeTensors};
+use serde::Deserialize;
+
+use crate::error::{Error, Result, read_json};
+
+/// Names under which the same tensor is stored by different exporters. The first entry is the
+/// canonical name this crate asks for; the rest are tried in order. Tied embeddings make
+/// `encoder.embed_tokens.weight` and `decoder.embed_tokens.weight` copies of `shared.weight`.
+const ALIASES: &[&[&str]] = &[&["shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]];
+
+/// Prefixes some exporters put before every name (wrapped models).
+const PREFIXES: &[&str] = &["", "model.", "transformer.", "auto_model."];
+
+struct Entry {
+    file: usize,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    range: std::ops::Range<usize>,
+}
+
+/// The tensors of one or more safetensors files, kept as raw bytes until asked for.
+pub struct Checkpoint {
+    files: Vec<(PathBuf, Vec<u8>)>,
+    entries: BTreeMap<String, Entry>,
+}
+
+#[derive(Deserialize)]
+struct ShardIndex {
+    weight_map: HashMap<String, String>,
+}
+
+impl Checkpoint {
+    /// Opens the weights of a Hugging Face directory: `model.safetensors`, or the shards listed
+    /// by `model.safetensors.index.json`. A `pytorch_model.bin` alone is refused by name.
+    pub fn open_dir(dir: &Path) -> Result<Self> {
+        let index = dir.join("model.safetensors.index.json");
+        if index.is_file() {
+            let idx: ShardIndex = read_json(&index)?;
+            let files: BTreeSet<&String> = idx.weight_map.values().collect();
+            let paths: Vec<PathBuf> = files.into_iter().map(|f| dir.join(f)).collect();
+            let ckpt = Self::open_files(&paths)?;
+            if let Some(name) = idx.weight_map.keys().find(|n| !ckpt.entries.contains_key(*n)) {
+                return Err(Error::layout(&index, format!("lists tensor `{name}`, which no shard holds")));
+            }
+            return Ok(ckpt);
+        }
+        let single = dir.join("model.safetensors");
+        if single.is_file() {
+            return Self::open_files(&[single]);
+        }
+        if dir.join("pytorch_model.bin").is_file() {
+            return Err(Error::layout(
+                dir.join("pytorch_model.bin"),
+                "PyTorch pickle weights are not supported; convert them to model.safetensors \
+                 (e.g. `model.save_pretrained(dir, safe_serialization=True)`)",
+            ));
+        }
+        Err(Error::layout(dir, "no model.safetensors or model.safetensors.index.json"))
+    }
+
+    /// Opens and validates the given safetensors files; a truncated file is named.
+    pub fn open_files(paths: &[PathBuf]) -> Result<Self> {
+        let mut files = Vec::with_capacity(paths.len());
+        let mut entries = BTreeMap::new();
+        for (i, path) in paths.iter().enumerate() {
+            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+            let st = SafeTensors::deserialize(&bytes).map_err(|source| Error::Safetensors { path: path.clone(), source })?;
+            let base = bytes.as_ptr() as usize;
+            for (name, view) in st.tensors() {
+                let start = view.data().as_ptr() as usize - base;
+                let range = start..start + view.data().len();
+                entries.insert(name, Entry { file: i, dtype: view.dtype(), shape: view.shape().to_vec(), range });
+            }
+            files.push((path.clone(), bytes));
+        }
+        Ok(Self { files, entries })
+    }
+
+    /// Every tensor name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    /// The stored shape of a tensor.
+    pub fn shape(&self, name: &str) -> Option<&[usize]> {
+        self.entries.get(name).map(|e| e.shape.as_slice())
+    }
+
+    /// The file that holds `name`, for error messages.
+    pub fn file_of(&self, name: &str) -> Option<&Path> {
+        self.entries.get(name).map(|e| self.files[e.file].0.as_path())
+    }
+
+    /// Decodes a tensor to f32 (F16 and BF16 are widened exactly).
+    pub fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
+        let e = self.entries.get(name).ok_or_else(|| Error::Invalid(format!("no tensor `{name}`")))?;
+        let (path, bytes) = &self.files[e.file];
+        let raw = &bytes[e.range.clone()];
+        // Safetensors data is little-endian and unaligned in the file: decode by chunks.
+        Ok(match e.dtype {
+            Dtype::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            Dtype::F16 => raw.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            Dtype::BF16 => raw.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            other => return Err(Error::Dtype { path: path.clone(), name: name.into(), dtype: format!("{other:?}") }),
+        })
+    }
+
+    /// The first of `name`'s aliases and prefixed spellings that this checkpoint holds.
+    fn resolve(&self, name: &str) -> Option<String> {
+        let group = ALIASES.iter().find(|g| g.contains(&name)).map(|g| g.to_vec()).unwrap_or_else(|| vec![name]);
+        PREFIXES
+            .iter()
+            .flat_map(|p| group.iter().map(move |n| format!("{p}{n}")))
+            .find(|n| self.contains(n))
+    }
+}
+
+/// How a tensor is initialised when no checkpoint provides it.
+#[derive(Debug, Clone, Copy)]
+pub enum Init {
+    Ones,
+    Zeros,
+    /// Normal with mean 0 and this standard deviation.
+    Normal(f64),
+}
+
+/// What loading found wrong or left over, by tensor name.
+#[derive(Debug, Default, Clone)]
+pub struct LoadReport {
+    /// Tensors the model needs that the checkpoint lacks.
+    pub missing: Vec<String>,
+    /// `(name, expected shape, stored shape)`.
+    pub mis_shaped: Vec<(String, Vec<usize>, Vec<usize>)>,
+    /// Checkpoint tensors the model did not use (for example an LM head, or the decoder of an
+    /// `enc-*` variant).
+    pub unused: Vec<String>,
+    /// Other per-tensor errors (unsupported dtype).
+    pub errors: Vec<String>,
+}
+
+impl LoadReport {
+    /// True when nothing the model needs is missing or mis-shaped.
+    pub fn is_ok(&self) -> bool {
+        self.missing.is_empty() && self.mis_shaped.is_empty() && self.errors.is_empty()
+    }
+
+    /// A readable list of the problems (missing, mis-shaped, other errors).
+    pub fn problems(&self) -> String {
+        let mut out = String::new();
+        for m in &self.missing {
+            out += &format!("  missing tensor `{m}`\n");
+        }
+        for (n, want, got) in &self.mis_shaped {
+            out += &format!("  tensor `{n}` has shape {got:?}, expected {want:?}\n");
+        }
+        for e in &self.errors {
+            out += &format!("  {e}\n");
+        }
+        out
+    }
+}
+
+struct Source {
+    device: Device,
+    checkpoint: Option<Rc<Checkpoint>>,
+    used: RefCell<BTreeSet<String>>,
+    report: RefCell<LoadReport>,
+}
+
+/// Hands out named tensors under a dotted prefix, from a checkpoint or freshly initialised.
+#[derive(Clone)]
+pub struct VarBuilder {
+    src: Rc<Source>,
+    prefix: String,
+}
+
+impl VarBuilder {
+    /// Builds from a checkpoint: every tensor must be present with the expected shape.
+    pub fn from_checkpoint(checkpoint: Rc<Checkpoint>, device: &Device) -> Self {
+        Self::new(Some(checkpoint), device)
+    }
+
+    /// Initialises every tensor (random normal, ones or zeros): for training from scratch and tests.
+    pub fn init(device: &Device) -> Self {
+        Self::new(None, device)
+    }
+
+    fn new(checkpoint: Option<Rc<Checkpoint>>, device: &Device) -> Self {
+        let src = Source {
+            device: device.clone(),
+            checkpoint,
+            used: RefCell::default(),
+            report: RefCell::default(),
+        };
+        Self { src: Rc::new(src), prefix: String::new() }
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.src.device
+    }
+
+    /// A builder for the sub-module `name` (joined with a dot).
+    pub fn pp(&self, name: impl std::fmt::Display) -> Self {
+        let prefix = if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) };
+        Self { src: self.src.clone(), prefix }
+    }
+
+    fn full(&self, name: &str) -> String {
+        if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) }
+    }
+
+    /// True when loading from a checkpoint that holds `name` (under any alias), or when initialising.
+    pub fn contains(&self, name: &str) -> bool {
+        match &self.src.checkpoint {
+            Some(c) => c.resolve(&self.full(name)).is_some(),
+            None => true,
+        }
+    }
+
+    /// The tensor `name` with `shape` as host data. `transpose` flips a stored `[out, in]`
+    /// matrix (PyTorch's `nn.Linear`) to the `[in, out]` layout used here.
+    fn data(&self, name: &str, shape: &[usize], transpose: bool) -> Option<Vec<f32>> {
+        let full = self.full(name);
+        let Some(ckpt) = &self.src.checkpoint else { return None };
+        let mut report = self.src.report.borrow_mut();
+        let Some(key) = ckpt.resolve(&full) else {
+            report.missing.push(full);
+            return Some(vec![0.0; shape.iter().product()]);
+        };
+        self.src.used.borrow_mut().insert(key.clone());
+        let stored = ckpt.shape(&key).unwrap_or_default().to_vec();
+        let want: Vec<usize> = if transpose { shape.iter().rev().copied().collect() } else { shape.to_vec() };
+        if stored != want {
+            report.mis_shaped.push((key, want, stored));
+            return Some(vec![0.0; shape.iter().product()]);
+        }
+        match ckpt.to_f32(&key) {
+            Ok(v) if transpose => Some(transpose2(&v, want[0], want[1])),
+            Ok(v) => Some(v),
+            Err(e) => {
+                report.errors.push(e.to_string());
+                Some(vec![0.0; shape.iter().product()])
+            }
+        }
+    }
+
+    /// A parameter of rank `D` named `name` under this prefix.
+    pub fn get<const D: usize>(&self, shape: [usize; D], name: &str, init: Init) -> Param<Tensor<D>> {
+        Param::from_tensor(self.tensor(shape, name, init, false))
+    }
+
+    /// A `[in, out]` matrix stored as PyTorch's `[out, in]`.
+    pub fn get_linear_weight(&self, d_in: usize, d_out: usize, name: &str, init: Init) -> Param<Tensor<2>> {
+        Param::from_tensor(self.tensor([d_in, d_out], name, init, true))
+    }
+
+    fn tensor<const D: usize>(&self, shape: [usize; D], name: &str, init: Init, transpose: bool) -> Tensor<D> {
+        let device = &self.src.device;
+        match self.data(name, &shape, transpose) {
+            Some(v) => Tensor::from_data(TensorData::new(v, shape), device),
+            None => match init {
+                Init::Ones => Tensor::ones(shape, device),
+                Init::Zeros => Tensor::zeros(shape, device),
+                Init::Normal(std) => Tensor::random(shape, Distribution::Normal(0.0, std), device),
+            },
+        }
+    }
+
+    /// Finishes loading: fills in the unused tensors and returns the report. Tensors stored under
+    /// an alias of a used one (tied copies) do not count as unused.
+    pub fn report(&self) -> LoadReport {
+        let mut report = self.src.report.borrow().clone();
+        if let Some(ckpt) = &self.src.checkpoint {
+            let used = self.src.used.borrow();
+            let tied: BTreeSet<String> = ALIASES
+                .iter()
+                .filter(|g| g.iter().any(|n| PREFIXES.iter().any(|p| used.contains(&format!("{p}{n}")))))
+                .flat_map(|g| PREFIXES.iter().flat_map(move |p| g.iter().map(move |n| format!("{p}{n}"))))
+                .collect();
+            report.unused = ckpt.names().filter(|n| !used.contains(*n) && !tied.contains(*n)).map(String::from).collect();
+        }
+        report
+    }
+}
+
+fn transpose2(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; v.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = v[r * cols + c];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_is_exact() {
+        let cases: [(usize, usize); 4] = [(1, 1), (1, 3), (3, 1), (2, 3)];
+        for (r, c) in cases {
+            let v: Vec<f32> = (0..r * c).map(|i| i as f32).collect();
+            let t = transpose2(&v, r, c);
+            for i in 0..r {
+                for j in 0..c {
+                    assert_eq!(t[j * r + i], v[i * c + j], "{r}x{c} at ({i},{j})");
+                }
+            }
+            assert_eq!(transpose2(&t, c, r), v);
+        }
+    }
+}

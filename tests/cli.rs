@@ -1,0 +1,130 @@
+//! End-to-end tests of the `st5` binary: a sentence-transformers directory written by the Python
+//! reference loads unchanged and reproduces its embeddings (≤ 1e-5 on cpu, ≤ 1e-4 on wgpu), the
+//! output formats, search, and non-zero exits naming the file at fault.
+//! Needs `cargo build --release --bin st5` first (the README's test command does it).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use st5_tests::*;
+
+fn st5_bin() -> PathBuf {
+    // target/<profile>/deps/cli-<hash> → target/<profile>/st5
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(|d| d.parent()).unwrap().join(format!("st5{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.is_file(), "{} not found: run `cargo build --release --bin st5` before the tests", bin.display());
+    bin
+}
+
+fn run(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(st5_bin()).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("st5-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The reference sentences that fit one per line (no embedded newline), with their expected rows.
+fn line_sentences(model: &str) -> (Vec<String>, Vec<Vec<f32>>) {
+    let exp = expected(model);
+    let rows = &exp.embeddings[0].1;
+    exp.sentences.iter().zip(rows).filter(|(s, _)| !s.contains('\n') && !s.contains('\r')).map(|(s, r)| (s.clone(), r.clone())).unzip()
+}
+
+fn check_embed(device: &str, tol: f32) {
+    let model = fixture("st-enc-mean-relu");
+    let (sentences, want) = line_sentences("st-enc-mean-relu");
+    let input = scratch(&format!("in-{device}.txt"));
+    std::fs::write(&input, sentences.join("\n") + "\n").unwrap();
+    let out = scratch(&format!("out-{device}.npy"));
+    let o = run(
+        &["embed", "--model", model.to_str().unwrap(), "--device", device, "--batch-size", "3", "--input", input.to_str().unwrap(), "--output", out.to_str().unwrap()],
+        b"",
+    );
+    assert!(o.status.success(), "st5 embed failed: {}", String::from_utf8_lossy(&o.stderr));
+    let (data, rows, cols) = st5_core::npy::read_f32(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!((rows, cols), (want.len(), want[0].len()));
+    let err = want.iter().enumerate().map(|(i, w)| max_abs_diff(&data[i * cols..(i + 1) * cols], w)).fold(0.0, f32::max);
+    println!("st5 embed --device {device}: max abs error {err:.2e}");
+    assert!(err <= tol, "st5 embed on {device}: max abs error {err:e} > {tol:e}");
+}
+
+#[test]
+fn embed_reproduces_reference_on_cpu() {
+    check_embed("cpu", 1e-5);
+}
+
+#[test]
+fn embed_reproduces_reference_on_wgpu() {
+    if wgpu_device().is_some() {
+        check_embed("wgpu", 1e-4);
+    }
+}
+
+#[test]
+fn embed_stdin_to_jsonl_keeps_order_and_empty_lines() {
+    let model = fixture("st-enc-mean-relu");
+    let o = run(&["embed", "--model", model.to_str().unwrap()], "Short.\n\nA man is playing a guitar.\n".as_bytes());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<Vec<f32>> = String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 3);
+    let exp = expected("st-enc-mean-relu");
+    let want = |s: &str| &exp.embeddings[0].1[exp.sentences.iter().position(|x| x == s).unwrap()];
+    for (row, s) in rows.iter().zip(["Short.", "", "A man is playing a guitar."]) {
+        assert!(max_abs_diff(row, want(s)) <= 1e-5, "row for {s:?}");
+    }
+}
+
+#[test]
+fn search_ranks_an_exact_match_first() {
+    let corpus = scratch("corpus.txt");
+    std::fs::write(&corpus, "A man is playing a guitar.\nWhat is the capital of France?\nShort.\nPrices rose 3.5%.\n").unwrap();
+    let model = fixture("st-enc-mean-relu");
+    let o = run(&["search", "--model", model.to_str().unwrap(), "--corpus", corpus.to_str().unwrap(), "-k", "3", "What is the capital of France?"], b"");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines[0][2], "What is the capital of France?", "{out}");
+    let scores: Vec<f32> = lines.iter().map(|l| l[1].parse().unwrap()).collect();
+    assert!((scores[0] - 1.0).abs() < 1e-4, "{out}");
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "scores not descending: {out}");
+}
+
+#[test]
+fn bad_input_exits_non_zero_naming_the_culprit() {
+    let model = fixture("st-enc-mean-relu");
+    let m = model.to_str().unwrap();
+    // Missing model directory.
+    let o = run(&["embed", "--model", "/nonexistent/model-dir"], b"hi\n");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent/model-dir"));
+    // Invalid UTF-8 on stdin.
+    let o = run(&["embed", "--model", m], b"fine\n\xff\xfe broken\n");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Truncated weights.
+    let dir = scratch_copy("st-enc-mean-relu", "cli-truncated");
+    let st = dir.join("model.safetensors");
+    let bytes = std::fs::read(&st).unwrap();
+    std::fs::write(&st, &bytes[..1000]).unwrap();
+    let o = run(&["embed", "--model", dir.to_str().unwrap()], b"hi\n");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("model.safetensors"));
+    // A failed run leaves an existing output file untouched.
+    let out = scratch("keep.npy");
+    std::fs::write(&out, b"precious").unwrap();
+    let o = run(&["embed", "--model", dir.to_str().unwrap(), "--output", out.to_str().unwrap()], b"hi\n");
+    assert!(!o.status.success());
+    assert_eq!(std::fs::read(&out).unwrap(), b"precious");
+    let _ = std::fs::remove_dir_all(dir);
+    // Unknown variant.
+    let o = run(&["embed", "--model", m, "--variant", "enc-max"], b"hi\n");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("enc-max"));
+}

@@ -1,0 +1,84 @@
+//! Shared helpers for the cross-crate tests: fixture paths, the Python reference's expected
+//! outputs, the backends to test on, and scratch copies of fixtures to corrupt.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use st5_core::{Backend, Device};
+
+/// Maximum absolute error allowed against the Python reference and for batch invariance.
+pub const TOL: f32 = 1e-5;
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    root().join("tests/fixtures").join(name)
+}
+
+/// The real T5 `tokenizer.json`, shipped inside one fixture.
+pub fn tokenizer_json() -> PathBuf {
+    fixture("st-enc-mean-relu/tokenizer.json")
+}
+
+/// The model fixtures written by `tests/reference/make_fixtures.py`.
+pub const MODELS: [&str; 4] = ["st-enc-mean-relu", "st-enc-first-gated-f16", "hf-t5-gated-bf16-sharded", "hf-t5-relu-f16"];
+
+/// `expected.json`: the sentences, their token ids and the reference embeddings per variant.
+pub struct Expected {
+    pub sentences: Vec<String>,
+    pub max_seq_length: usize,
+    pub input_ids: Vec<Vec<u32>>,
+    pub embeddings: Vec<(String, Vec<Vec<f32>>)>,
+}
+
+pub fn expected(model: &str) -> Expected {
+    let v: Value = serde_json::from_slice(&std::fs::read(fixture(model).join("expected.json")).unwrap()).unwrap();
+    let strings = |v: &Value| v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let matrix = |v: &Value| -> Vec<Vec<f32>> {
+        v.as_array().unwrap().iter().map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect()
+    };
+    Expected {
+        sentences: strings(&v["sentences"]),
+        max_seq_length: v["max_seq_length"].as_u64().unwrap() as usize,
+        input_ids: v["input_ids"].as_array().unwrap().iter().map(|r| r.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()).collect(),
+        embeddings: v["embeddings"].as_object().unwrap().iter().map(|(k, m)| (k.clone(), matrix(m))).collect(),
+    }
+}
+
+/// The wgpu device, or `None` when `ST5_SKIP_WGPU=1`. Without that opt-out a missing adapter
+/// fails the test: CI installs lavapipe so that wgpu parity is always checked.
+pub fn wgpu_device() -> Option<Device> {
+    if std::env::var("ST5_SKIP_WGPU").is_ok_and(|v| v == "1") {
+        eprintln!("ST5_SKIP_WGPU=1: skipping wgpu");
+        return None;
+    }
+    Some(Backend::Wgpu.device().unwrap_or_else(|e| panic!("{e}; install a Vulkan driver (mesa-vulkan-drivers) or set ST5_SKIP_WGPU=1")))
+}
+
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "lengths differ");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// A fresh copy of a fixture under the temp dir, to corrupt without touching the original.
+pub fn scratch_copy(model: &str, tag: &str) -> PathBuf {
+    let dst = std::env::temp_dir().join(format!("st5-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dst);
+    copy_dir(&fixture(model), &dst);
+    dst
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let to = dst.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), to).unwrap();
+        }
+    }
+}

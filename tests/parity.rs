@@ -1,0 +1,192 @@
+//! Golden parity against the Python reference (`tests/reference/make_fixtures.py`): token ids,
+//! embeddings for every fixture and variant on flex and wgpu (max abs error ≤ 1e-5), batch
+//! invariance, and the typed errors for broken model directories.
+
+use st5_core::tokenizer::T5Tokenizer;
+use st5_core::{Backend, Device, Embedder, Error, LoadOptions, Variant};
+use st5_tests::*;
+
+fn options(model: &str, variant: Option<Variant>, batch_size: usize) -> LoadOptions {
+    let dir = fixture(model);
+    LoadOptions {
+        variant,
+        tokenizer: (!dir.join("tokenizer.json").exists()).then(tokenizer_json),
+        max_seq_length: None,
+        batch_size,
+    }
+}
+
+#[test]
+fn tokenizer_ids_equal_transformers() {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture("tokenizer_ids.json")).unwrap()).unwrap();
+    let sentences: Vec<&str> = v["sentences"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    let cases = v["ids"].as_object().unwrap();
+    assert_eq!(cases.len(), 3);
+    for (max_len, ids) in cases {
+        let tok = T5Tokenizer::from_file(&tokenizer_json(), max_len.parse().unwrap()).unwrap();
+        let got = tok.encode_batch(&sentences).unwrap();
+        for (i, (g, want)) in got.iter().zip(ids.as_array().unwrap()).enumerate() {
+            let want: Vec<u32> = want.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+            assert_eq!(g, &want, "max_len {max_len}, sentence {i}: {:?}", sentences[i]);
+        }
+    }
+}
+
+/// Every fixture and variant against the reference on one device; returns the worst error.
+fn check_parity(device: &Device, label: &str) -> f32 {
+    let mut worst = 0.0f32;
+    for model in MODELS {
+        let exp = expected(model);
+        for (variant, want) in &exp.embeddings {
+            let variant: Variant = variant.parse().unwrap();
+            let e = Embedder::load(&fixture(model), &options(model, Some(variant), 4), device).unwrap();
+            assert_eq!(e.tokenizer().max_len(), exp.max_seq_length, "{model}: max_seq_length");
+            let ids = e.tokenizer().encode_batch(&exp.sentences.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+            assert_eq!(ids, exp.input_ids, "{model}: token ids");
+            let got = e.embed(&exp.sentences).unwrap();
+            assert_eq!((got.len(), got.dim), (want.len(), want[0].len()), "{model} {variant}: shape");
+            let err = want.iter().enumerate().map(|(i, w)| max_abs_diff(got.row(i), w)).fold(0.0, f32::max);
+            println!("parity {label} {model} {variant}: max abs error {err:.2e}");
+            assert!(err <= TOL, "{model} {variant} on {label}: max abs error {err:e} > {TOL:e}");
+            worst = worst.max(err);
+        }
+    }
+    worst
+}
+
+#[test]
+fn parity_cpu() {
+    println!("worst cpu error {:.2e}", check_parity(&Backend::Cpu.device().unwrap(), "cpu"));
+}
+
+#[test]
+fn parity_wgpu() {
+    if let Some(device) = wgpu_device() {
+        println!("worst wgpu error {:.2e}", check_parity(&device, "wgpu"));
+    }
+}
+
+/// Each sentence alone must equal the same sentence padded in a batch beside longer ones.
+fn check_batch_invariance(device: &Device, label: &str) {
+    for model in MODELS {
+        let exp = expected(model);
+        for (variant, _) in &exp.embeddings {
+            let variant: Variant = variant.parse().unwrap();
+            let mut e = Embedder::load(&fixture(model), &options(model, Some(variant), 64), device).unwrap();
+            let batched = e.embed(&exp.sentences).unwrap();
+            e.set_batch_size(1);
+            for (i, s) in exp.sentences.iter().enumerate() {
+                let alone = e.embed(&[s]).unwrap();
+                let err = max_abs_diff(alone.row(0), batched.row(i));
+                assert!(err <= TOL, "{model} {variant} on {label}, sentence {i}: alone vs batched differ by {err:e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn batch_invariance_cpu() {
+    check_batch_invariance(&Backend::Cpu.device().unwrap(), "cpu");
+}
+
+#[test]
+fn batch_invariance_wgpu() {
+    if let Some(device) = wgpu_device() {
+        check_batch_invariance(&device, "wgpu");
+    }
+}
+
+#[test]
+fn empty_input_gives_empty_output() {
+    let e = Embedder::load(&fixture("st-enc-mean-relu"), &LoadOptions::default(), &Backend::Cpu.device().unwrap()).unwrap();
+    let out = e.embed::<&str>(&[]).unwrap();
+    assert_eq!((out.len(), out.dim), (0, 12));
+}
+
+fn load_err(dir: &std::path::Path, opts: &LoadOptions) -> Error {
+    match Embedder::load(dir, opts, &Backend::Cpu.device().unwrap()) {
+        Ok(_) => panic!("{} loaded, expected an error", dir.display()),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn broken_directories_give_errors_naming_the_culprit() {
+    let tok = LoadOptions { tokenizer: Some(tokenizer_json()), ..LoadOptions::default() };
+
+    let missing = fixture("no-such-model");
+    let msg = load_err(&missing, &tok).to_string();
+    assert!(msg.contains("no-such-model") && msg.contains("not found"), "{msg}");
+
+    // Truncated safetensors: the file is named.
+    let dir = scratch_copy("st-enc-mean-relu", "truncated");
+    let st = dir.join("model.safetensors");
+    let bytes = std::fs::read(&st).unwrap();
+    std::fs::write(&st, &bytes[..bytes.len() / 2]).unwrap();
+    let err = load_err(&dir, &tok);
+    assert!(matches!(err, Error::Safetensors { .. }) && err.to_string().contains("model.safetensors"), "{err}");
+
+    // A config that disagrees with the weights: every mis-shaped tensor is named.
+    let dir = scratch_copy("st-enc-mean-relu", "shape");
+    let cfg = dir.join("config.json");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("\"d_ff\": 40", "\"d_ff\": 41");
+    std::fs::write(&cfg, text).unwrap();
+    let msg = load_err(&dir, &tok).to_string();
+    assert!(msg.contains("encoder.block.0.layer.1.DenseReluDense.wi.weight") && msg.contains("[41, 16]"), "{msg}");
+    assert!(msg.contains("encoder.block.1.layer.1.DenseReluDense.wo.weight"), "{msg}");
+
+    // Missing tensors are named, all of them.
+    let dir = scratch_copy("st-enc-mean-relu", "layers");
+    let cfg = dir.join("config.json");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("\"num_layers\": 2", "\"num_layers\": 3");
+    std::fs::write(&cfg, text).unwrap();
+    let msg = load_err(&dir, &tok).to_string();
+    assert!(msg.contains("missing tensor `encoder.block.2.layer.0.SelfAttention.q.weight`"), "{msg}");
+
+    // An unsupported config value names the file and the key.
+    let dir = scratch_copy("st-enc-mean-relu", "ffproj");
+    let cfg = dir.join("config.json");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("\"feed_forward_proj\": \"relu\"", "\"feed_forward_proj\": \"gated-tanh\"");
+    std::fs::write(&cfg, text).unwrap();
+    let err = load_err(&dir, &tok);
+    assert!(matches!(err, Error::Config { .. }) && err.to_string().contains("config.json") && err.to_string().contains("feed_forward_proj"), "{err}");
+
+    // No config.json at all.
+    let dir = scratch_copy("st-enc-mean-relu", "noconfig");
+    std::fs::remove_file(dir.join("config.json")).unwrap();
+    assert!(load_err(&dir, &tok).to_string().contains("no config.json"));
+
+    // A Dense stored only as a PyTorch pickle: refused by name.
+    let dir = scratch_copy("st-enc-mean-relu", "densebin");
+    std::fs::rename(dir.join("2_Dense/model.safetensors"), dir.join("2_Dense/pytorch_model.bin")).unwrap();
+    let msg = load_err(&dir, &tok).to_string();
+    assert!(msg.contains("2_Dense/pytorch_model.bin") && msg.contains("safetensors"), "{msg}");
+
+    // encdec-first on an encoder-only checkpoint says the decoder is missing.
+    let opts = LoadOptions { variant: Some(Variant::EncDecFirst), ..tok.clone() };
+    let msg = load_err(&fixture("st-enc-mean-relu"), &opts).to_string();
+    assert!(msg.contains("encdec-first") && msg.contains("decoder"), "{msg}");
+
+    // A model without a tokenizer and no override.
+    let msg = load_err(&fixture("st-enc-first-gated-f16"), &LoadOptions::default()).to_string();
+    assert!(msg.contains("tokenizer.json"), "{msg}");
+
+    for tag in ["truncated", "shape", "layers", "ffproj", "noconfig", "densebin"] {
+        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("st5-test-{tag}-{}", std::process::id())));
+    }
+}
+
+#[test]
+fn unused_tensors_are_reported_by_name() {
+    let device = Backend::Cpu.device().unwrap();
+    let opts = |v| LoadOptions { variant: Some(v), tokenizer: Some(tokenizer_json()), ..LoadOptions::default() };
+    // enc-mean on a full, untied T5: the decoder and the LM head are left over, the tied copies are not.
+    let e = Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncMean), &device).unwrap();
+    let unused = &e.report().unused;
+    assert!(unused.iter().any(|n| n == "lm_head.weight"), "{unused:?}");
+    assert!(unused.iter().any(|n| n == "decoder.block.2.layer.2.DenseReluDense.wo.weight"), "{unused:?}");
+    assert!(!unused.iter().any(|n| n.contains("embed_tokens") || n.starts_with("encoder.")), "{unused:?}");
+    // encdec-first uses everything but the LM head.
+    let e = Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncDecFirst), &device).unwrap();
+    assert_eq!(e.report().unused, vec!["lm_head.weight".to_string()]);
+}

@@ -1,0 +1,106 @@
+"""Throughput of `st5 embed` against sentence-transformers (PyTorch) on the same random model the
+size of sentence-t5-base (12 layers, d_model 768, d_ff 3072, 12 heads), measured in one run.
+
+    cargo build --release --bin st5
+    /tmp/st5-ref/bin/python tests/reference/bench_throughput.py [--st5 target/release/st5] [--devices cpu,wgpu]
+
+Prints sentences/s for each (median of --repeats), the ratio st5 / PyTorch, and the max abs
+difference between the two embeddings. Both sides use 2 threads and batch 32 on the first 512
+sentences of STS-B test; st5's figure is its embedding time (load excluded, as for PyTorch).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer, models
+from transformers import T5Config, T5EncoderModel, T5TokenizerFast
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data"
+
+
+def sts_sentences(n):
+    out = []
+    for line in (DATA / "stsbenchmark" / "sts-test.csv").read_text(encoding="utf-8").splitlines():
+        cols = line.split("\t")
+        for s in cols[5:7]:
+            if s not in out:
+                out.append(s)
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
+def make_model(path):
+    if (path / "modules.json").exists():
+        return
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=32128, d_model=768, d_kv=64, d_ff=3072, num_heads=12, num_layers=12,
+                   feed_forward_proj="relu", dropout_rate=0.0)
+    enc = T5EncoderModel(cfg).eval()
+    hf = path / "_hf"
+    enc.save_pretrained(hf, safe_serialization=True)
+    tok = T5TokenizerFast(vocab_file=str(DATA / "t5_tokenizer" / "spiece.model"),
+                          tokenizer_file=str(DATA / "t5_tokenizer" / "tokenizer.json"))
+    tok.save_pretrained(hf)
+    t = models.Transformer(str(hf), max_seq_length=256)
+    st = SentenceTransformer(modules=[t, models.Pooling(768, pooling_mode="mean"),
+                                      models.Dense(768, 768, bias=False, activation_function=torch.nn.Identity()),
+                                      models.Normalize()], device="cpu")
+    st.save(str(path), safe_serialization=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--st5", default=str(ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "st5"))
+    ap.add_argument("--model", default="/tmp/st5-bench-base")
+    ap.add_argument("--devices", default="cpu")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("-n", type=int, default=512)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    model = Path(args.model)
+    make_model(model)
+    sents = sts_sentences(args.n)
+    inp = model / "bench_input.txt"
+    inp.write_text("\n".join(sents) + "\n", encoding="utf-8")
+
+    st = SentenceTransformer(str(model), device="cpu")
+    st.encode(sents[:32], batch_size=32)  # warm-up
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        ref = st.encode(sents, batch_size=32, convert_to_numpy=True)
+        times.append(time.perf_counter() - t0)
+    torch_rate = len(sents) / statistics.median(times)
+    print(f"sentence-transformers {st.__class__.__module__.split('.')[0]} torch {torch.__version__} "
+          f"(2 threads, batch 32): {torch_rate:.1f} sentences/s (median of {args.repeats}: "
+          + ", ".join(f"{t:.2f}s" for t in times) + ")")
+
+    for device in args.devices.split(","):
+        rates = []
+        for _ in range(args.repeats):
+            out = model / f"bench_{device}.npy"
+            p = subprocess.run([args.st5, "embed", "--model", str(model), "--device", device, "--batch-size", "32",
+                                "--input", str(inp), "--output", str(out), "--stats"],
+                               capture_output=True, text=True, env=dict(os.environ, RAYON_NUM_THREADS="2"))
+            if p.returncode != 0:
+                sys.exit(f"st5 failed: {p.stderr}")
+            m = re.search(r"embedded (\d+) texts in ([0-9.]+) s", p.stderr)
+            rates.append(int(m.group(1)) / float(m.group(2)))
+        got = np.load(out)
+        rate = statistics.median(rates)
+        print(f"st5 --device {device} (batch 32): {rate:.1f} sentences/s (runs: "
+              + ", ".join(f"{r:.1f}" for r in rates) + f"); ratio st5/PyTorch = {rate / torch_rate:.2f}; "
+              f"max abs diff vs PyTorch = {np.abs(got - ref).max():.2e}")
+
+
+if __name__ == "__main__":
+    main()

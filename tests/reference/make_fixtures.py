@@ -1,0 +1,181 @@
+"""Writes the golden fixtures under tests/fixtures/ with the pinned Python reference stack.
+
+Run from the repository root (shared/ beside it):
+    python3 -m venv /tmp/st5-ref && /tmp/st5-ref/bin/pip install -r tests/reference/requirements.txt
+    /tmp/st5-ref/bin/python tests/reference/make_fixtures.py
+
+Every checkpoint is a small random T5 with the real 32,128-row vocabulary, so the real tokenizer
+(../shared/data/t5_tokenizer) drives it unchanged. Expected embeddings come from
+sentence-transformers itself where the layout is a sentence-transformers directory, and from
+`transformers`' T5 modules otherwise. Weights stored in f16/bf16 are rounded before the reference
+runs in f32, so Rust and Python see the same numbers.
+"""
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer, models
+from transformers import T5Config, T5EncoderModel, T5ForConditionalGeneration, T5TokenizerFast
+
+ROOT = Path(__file__).resolve().parents[2]
+TOK_DIR = ROOT.parent / "shared" / "data" / "t5_tokenizer"
+OUT = ROOT / "tests" / "fixtures"
+
+# Varied on purpose: empty, whitespace-only, non-ASCII (accents, CJK, emoji, RTL), digits,
+# punctuation runs, markup, a sentinel-looking token and one text longer than any max_seq_length.
+SENTENCES = [
+    "A man is playing a guitar.",
+    "",
+    "   ",
+    "Ein Mann spielt Gitarre — café, naïve, Zürich.",
+    "東京は日本の首都です。",
+    "I ❤️ semantic search 🚀!!",
+    "مرحبا بالعالم",
+    "Prices rose 3.5% to $1,234.56 in Q3 2024.",
+    "<extra_id_0> is a sentinel, <b>bold</b> &amp; tabs\tand\nnewlines",
+    "Short.",
+    " ".join(["The quick brown fox jumps over the lazy dog while the cat watches from afar."] * 6),
+    "What is the capital of France?",
+]
+
+
+def tokenizer():
+    return T5TokenizerFast(vocab_file=str(TOK_DIR / "spiece.model"), tokenizer_file=str(TOK_DIR / "tokenizer.json"))
+
+
+def randomize(model, seed):
+    """T5's init leaves every layer norm at one and the position bias small; perturb both so a
+    wrong norm weight or bucket is visible in the output."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_norm" in name:
+                p.copy_(torch.rand(p.shape, generator=g) + 0.5)
+            elif "relative_attention_bias" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 2.0)
+
+
+def round_to(model, dtype):
+    """Round weights through the storage dtype so f32 inference on both sides sees the same values."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(dtype).to(torch.float32))
+
+
+def write_expected(path, sentences, max_len, embeddings, ids):
+    path.write_text(json.dumps({
+        "sentences": sentences,
+        "max_seq_length": max_len,
+        "input_ids": ids,
+        "embeddings": {k: np.asarray(v, dtype=np.float32).tolist() for k, v in embeddings.items()},
+    }))
+
+
+def ids_for(tok, sentences, max_len):
+    return [tok(s, truncation=True, max_length=max_len)["input_ids"] for s in sentences]
+
+
+def st_fixture(name, cfg, seed, pooling, dense_out, dense_bias, max_len, store_dtype, keep_tokenizer):
+    torch.manual_seed(seed)
+    enc = T5EncoderModel(T5Config(**cfg)).eval()
+    randomize(enc, seed)
+    round_to(enc, store_dtype)
+    tok = tokenizer()
+    out = OUT / name
+    shutil.rmtree(out, ignore_errors=True)
+    hf_dir = out / "_hf"
+    enc.to(store_dtype).save_pretrained(hf_dir, safe_serialization=True)
+    tok.save_pretrained(hf_dir)
+    transformer = models.Transformer(str(hf_dir), max_seq_length=max_len)
+    dim = transformer.get_word_embedding_dimension()
+    pool = models.Pooling(dim, pooling_mode=pooling)
+    dense = models.Dense(dim, dense_out, bias=dense_bias, activation_function=torch.nn.Identity())
+    with torch.no_grad():
+        dense.linear.weight.copy_(dense.linear.weight.to(store_dtype).float())
+        if dense_bias:
+            dense.linear.bias.copy_(torch.randn(dense_out) * 0.1)
+    st = SentenceTransformer(modules=[transformer, pool, dense, models.Normalize()], device="cpu")
+    st.save(str(out), safe_serialization=True)
+    shutil.rmtree(hf_dir)
+    # The reference is what a user gets from the saved directory, reloaded, computed in f32.
+    st = SentenceTransformer(str(out), device="cpu").float()
+    emb = st.encode(SENTENCES, batch_size=4, convert_to_numpy=True)
+    # The SentencePiece model duplicates tokenizer.json; only one fixture keeps the tokenizer at all
+    # (the others are driven with an explicit tokenizer path) to keep the fixtures small.
+    for f in ["spiece.model"] + ([] if keep_tokenizer else ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]):
+        (out / f).unlink(missing_ok=True)
+    variant = {"mean": "enc-mean", "cls": "enc-first"}[pooling]
+    write_expected(out / "expected.json", SENTENCES, max_len, {variant: emb}, ids_for(tok, SENTENCES, max_len))
+
+
+def hf_fixture(name, cfg, seed, store_dtype, shard):
+    """A plain Hugging Face T5 directory (encoder + decoder), all three variants, no Dense."""
+    torch.manual_seed(seed)
+    model = T5ForConditionalGeneration(T5Config(**cfg)).eval()
+    randomize(model, seed)
+    round_to(model, store_dtype)
+    out = OUT / name
+    shutil.rmtree(out, ignore_errors=True)
+    model.to(store_dtype).save_pretrained(out, safe_serialization=True, max_shard_size=shard)
+    model.float()
+    tok = tokenizer()
+    max_len = 512
+    embs = {"enc-mean": [], "enc-first": [], "encdec-first": []}
+    with torch.no_grad():
+        for s in SENTENCES:  # one at a time: the reference must not depend on batching
+            ids = torch.tensor([tok(s)["input_ids"]])
+            mask = torch.ones_like(ids)
+            h = model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+            d = model.decoder(input_ids=torch.zeros((1, 1), dtype=torch.long), encoder_hidden_states=h,
+                              encoder_attention_mask=mask).last_hidden_state
+            for k, v in (("enc-mean", h.mean(1)), ("enc-first", h[:, 0]), ("encdec-first", d[:, 0])):
+                embs[k].append(torch.nn.functional.normalize(v, dim=-1)[0].numpy())
+    write_expected(out / "expected.json", SENTENCES, max_len, embs, ids_for(tok, SENTENCES, max_len))
+
+
+def tokenizer_fixture():
+    tok = tokenizer()
+    extra = [
+        "Hello world", "hello   world", "  leading and trailing  ", "UPPER lower MiXeD", "naïve façade coöperate",
+        "Ünïcödé ñ ß ø å", "日本語のテキスト", "한국어 문장", "Русский текст", "emoji 😀😃😄 mix", "tab\tsep",
+        "line\nbreak", "a" * 300, "1234567890 3.14159 1e-5", "don't can't won't", "e-mail: someone@example.com",
+        "https://example.com/path?q=1", "C++ & C# | Rust -> WASM", "</s> literal", "<pad> <unk>", "\u00a0nbsp\u2009thin",
+        "ﬁ ligature Ⅳ roman ½ fraction", "Ｆｕｌｌｗｉｄｔｈ", "\u200bzero\u200dwidth",
+    ]
+    sentences = SENTENCES + extra
+    cases = {str(m): ids_for(tok, sentences, m) for m in (8, 16, 512)}
+    (OUT / "tokenizer_ids.json").write_text(json.dumps({"sentences": sentences, "ids": cases}, ensure_ascii=False))
+
+
+def main():
+    torch.set_num_threads(2)
+    OUT.mkdir(parents=True, exist_ok=True)
+    tokenizer_fixture()
+    base = dict(vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.0)
+    # ST5-Enc mean, T5 v1.0 style: relu FFN, tied embeddings, d_kv * heads == d_model, f32.
+    st_fixture("st-enc-mean-relu", dict(base, d_model=16, d_kv=4, d_ff=40, num_heads=4, num_layers=2,
+               feed_forward_proj="relu", relative_attention_num_buckets=32, relative_attention_max_distance=128),
+               seed=1, pooling="mean", dense_out=12, dense_bias=False, max_len=16, store_dtype=torch.float32,
+               keep_tokenizer=True)
+    # ST5-Enc first, T5 v1.1 style: gated-gelu, d_kv != d_model / heads, small buckets, f16 storage, Dense bias.
+    st_fixture("st-enc-first-gated-f16", dict(base, d_model=16, d_kv=6, d_ff=24, num_heads=3, num_layers=3,
+               feed_forward_proj="gated-gelu", tie_word_embeddings=False, relative_attention_num_buckets=8,
+               relative_attention_max_distance=20), seed=2, pooling="cls", dense_out=20, dense_bias=True,
+               max_len=32, store_dtype=torch.float16, keep_tokenizer=False)
+    # Full encoder-decoder (ST5-EncDec), mT5/T5 v1.1 style: gated-gelu, bf16, sharded safetensors.
+    hf_fixture("hf-t5-gated-bf16-sharded", dict(base, d_model=16, d_kv=8, d_ff=32, num_heads=2, num_layers=2,
+               num_decoder_layers=3, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+               relative_attention_num_buckets=16, relative_attention_max_distance=64),
+               seed=3, store_dtype=torch.bfloat16, shard="600KB")
+    # Tied-embedding relu encoder-decoder (T5 v1.0), one f16 file: encdec-first on the v1.0 FFN.
+    hf_fixture("hf-t5-relu-f16", dict(base, d_model=16, d_kv=4, d_ff=32, num_heads=4, num_layers=2,
+               num_decoder_layers=2, feed_forward_proj="relu", relative_attention_num_buckets=32,
+               relative_attention_max_distance=128), seed=4, store_dtype=torch.float16, shard="50MB")
+
+
+if __name__ == "__main__":
+    main()
