@@ -132,7 +132,7 @@ fn broken_directories_give_errors_naming_the_culprit() {
     let text = std::fs::read_to_string(&cfg).unwrap().replace("\"d_ff\": 40", "\"d_ff\": 41");
     std::fs::write(&cfg, text).unwrap();
     let msg = load_err(&dir, &tok).to_string();
-    assert!(msg.contains("encoder.block.0.layer.1.DenseReluDense.wi.weight") && msg.contains("[41, 16]"), "{msg}");
+    assert!(msg.contains("encoder.block.0.layer.1.DenseReluDense.wi.weight") && msg.contains("[41, 8]"), "{msg}");
     assert!(msg.contains("encoder.block.1.layer.1.DenseReluDense.wo.weight"), "{msg}");
 
     // Missing tensors are named, all of them.
@@ -180,12 +180,14 @@ fn broken_directories_give_errors_naming_the_culprit() {
 fn unused_tensors_are_reported_by_name() {
     let device = Backend::Cpu.device().unwrap();
     let opts = |v| LoadOptions { variant: Some(v), tokenizer: Some(tokenizer_json()), ..LoadOptions::default() };
-    // enc-mean on a full, untied T5: the decoder and the LM head are left over, the tied copies are not.
+    // enc-mean on a full, untied T5: the decoder (its own embed_tokens included) and the LM head
+    // are left over; the encoder's tensors and the `shared` alias are not.
     let e = Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncMean), &device).unwrap();
     let unused = &e.report().unused;
     assert!(unused.iter().any(|n| n == "lm_head.weight"), "{unused:?}");
     assert!(unused.iter().any(|n| n == "decoder.block.2.layer.2.DenseReluDense.wo.weight"), "{unused:?}");
-    assert!(!unused.iter().any(|n| n.contains("embed_tokens") || n.starts_with("encoder.")), "{unused:?}");
+    assert!(unused.iter().any(|n| n == "decoder.embed_tokens.weight"), "{unused:?}");
+    assert!(!unused.iter().any(|n| n == "shared.weight" || n.starts_with("encoder.")), "{unused:?}");
     // encdec-first uses everything but the LM head.
     let e = Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncDecFirst), &device).unwrap();
     assert_eq!(e.report().unused, vec!["lm_head.weight".to_string()]);

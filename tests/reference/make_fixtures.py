@@ -47,6 +47,16 @@ def tokenizer():
     return T5TokenizerFast(vocab_file=str(TOK_DIR / "spiece.model"), tokenizer_file=str(TOK_DIR / "tokenizer.json"))
 
 
+def t5_config(**kw):
+    """transformers 5.x ignores some constructor kwargs (tie_word_embeddings): set them all
+    explicitly and check that each one took."""
+    cfg = T5Config(**kw)
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+        assert getattr(cfg, k) == v, k
+    return cfg
+
+
 def randomize(model, seed):
     """T5's init leaves every layer norm at one and the position bias small; perturb both so a
     wrong norm weight or bucket is visible in the output."""
@@ -81,7 +91,7 @@ def ids_for(tok, sentences, max_len):
 
 def st_fixture(name, cfg, seed, pooling, dense_out, dense_bias, max_len, store_dtype, keep_tokenizer):
     torch.manual_seed(seed)
-    enc = T5EncoderModel(T5Config(**cfg)).eval()
+    enc = T5EncoderModel(t5_config(**cfg)).eval()
     randomize(enc, seed)
     round_to(enc, store_dtype)
     tok = tokenizer()
@@ -104,9 +114,10 @@ def st_fixture(name, cfg, seed, pooling, dense_out, dense_bias, max_len, store_d
     # The reference is what a user gets from the saved directory, reloaded, computed in f32.
     st = SentenceTransformer(str(out), device="cpu").float()
     emb = st.encode(SENTENCES, batch_size=4, convert_to_numpy=True)
-    # The SentencePiece model duplicates tokenizer.json; only one fixture keeps the tokenizer at all
-    # (the others are driven with an explicit tokenizer path) to keep the fixtures small.
-    for f in ["spiece.model"] + ([] if keep_tokenizer else ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]):
+    # The SentencePiece model duplicates tokenizer.json; only one fixture keeps tokenizer.json (the
+    # others are driven with an explicit tokenizer path) to keep the fixtures small. Every fixture
+    # keeps tokenizer_config.json: sentence-transformers 6 stores max_seq_length there.
+    for f in ["spiece.model"] + ([] if keep_tokenizer else ["tokenizer.json", "special_tokens_map.json"]):
         (out / f).unlink(missing_ok=True)
     variant = {"mean": "enc-mean", "cls": "enc-first"}[pooling]
     write_expected(out / "expected.json", SENTENCES, max_len, {variant: emb}, ids_for(tok, SENTENCES, max_len))
@@ -115,7 +126,7 @@ def st_fixture(name, cfg, seed, pooling, dense_out, dense_bias, max_len, store_d
 def hf_fixture(name, cfg, seed, store_dtype, shard):
     """A plain Hugging Face T5 directory (encoder + decoder), all three variants, no Dense."""
     torch.manual_seed(seed)
-    model = T5ForConditionalGeneration(T5Config(**cfg)).eval()
+    model = T5ForConditionalGeneration(t5_config(**cfg)).eval()
     randomize(model, seed)
     round_to(model, store_dtype)
     out = OUT / name
@@ -157,20 +168,20 @@ def main():
     tokenizer_fixture()
     base = dict(vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.0)
     # ST5-Enc mean, T5 v1.0 style: relu FFN, tied embeddings, d_kv * heads == d_model, f32.
-    st_fixture("st-enc-mean-relu", dict(base, d_model=16, d_kv=4, d_ff=40, num_heads=4, num_layers=2,
+    st_fixture("st-enc-mean-relu", dict(base, d_model=8, d_kv=2, d_ff=40, num_heads=4, num_layers=2,
                feed_forward_proj="relu", relative_attention_num_buckets=32, relative_attention_max_distance=128),
                seed=1, pooling="mean", dense_out=12, dense_bias=False, max_len=16, store_dtype=torch.float32,
                keep_tokenizer=True)
     # ST5-Enc first, T5 v1.1 style: gated-gelu, d_kv != d_model / heads, small buckets, f16 storage, Dense bias.
-    st_fixture("st-enc-first-gated-f16", dict(base, d_model=16, d_kv=6, d_ff=24, num_heads=3, num_layers=3,
+    st_fixture("st-enc-first-gated-f16", dict(base, d_model=8, d_kv=6, d_ff=24, num_heads=3, num_layers=3,
                feed_forward_proj="gated-gelu", tie_word_embeddings=False, relative_attention_num_buckets=8,
                relative_attention_max_distance=20), seed=2, pooling="cls", dense_out=20, dense_bias=True,
                max_len=32, store_dtype=torch.float16, keep_tokenizer=False)
     # Full encoder-decoder (ST5-EncDec), mT5/T5 v1.1 style: gated-gelu, bf16, sharded safetensors.
-    hf_fixture("hf-t5-gated-bf16-sharded", dict(base, d_model=16, d_kv=8, d_ff=32, num_heads=2, num_layers=2,
+    hf_fixture("hf-t5-gated-bf16-sharded", dict(base, d_model=8, d_kv=8, d_ff=32, num_heads=2, num_layers=2,
                num_decoder_layers=3, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
                relative_attention_num_buckets=16, relative_attention_max_distance=64),
-               seed=3, store_dtype=torch.bfloat16, shard="600KB")
+               seed=3, store_dtype=torch.bfloat16, shard="300KB")
     # Tied-embedding relu encoder-decoder (T5 v1.0), one f16 file: encdec-first on the v1.0 FFN.
     hf_fixture("hf-t5-relu-f16", dict(base, d_model=16, d_kv=4, d_ff=32, num_heads=4, num_layers=2,
                num_decoder_layers=2, feed_forward_proj="relu", relative_attention_num_buckets=32,

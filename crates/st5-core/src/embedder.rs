@@ -181,7 +181,7 @@ impl Embedder {
         self.model
             .forward(ids, mask)
             .into_data()
-            .into_vec::<f32>()
+            .try_into_vec::<f32>()
             .map_err(|e| Error::Readback(format!("{e:?}")))
     }
 

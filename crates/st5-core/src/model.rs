@@ -105,7 +105,7 @@ impl SentenceT5 {
     pub fn dim(&self) -> usize {
         match self.dense.last() {
             Some(l) => l.weight.dims()[1],
-            None => self.t5.shared.dims()[1],
+            None => self.t5.encoder.embed_tokens.dims()[1],
         }
     }
 

@@ -6,6 +6,9 @@
 //! (bidirectional buckets in the encoder, causal in the decoder), RMS layer norm without mean
 //! subtraction or bias, and no `1/sqrt(d_kv)` attention scaling (folded into the init instead).
 
+// Field names follow the checkpoint's (`SelfAttention`, `DenseReluDense`, ...) on purpose.
+#![allow(non_snake_case)]
+
 use burn::module::{Module, Param};
 use burn::tensor::activation::{gelu, gelu_approximate, relu, silu, softmax};
 use burn::tensor::{Int, Tensor, TensorData};
@@ -108,7 +111,6 @@ impl T5DenseActDense {
 /// `layer.{1|2}`: pre-norm feed-forward with a residual.
 #[derive(Module, Debug)]
 pub struct T5LayerFF {
-    #[allow(non_snake_case)]
     pub DenseReluDense: T5DenseActDense,
     pub layer_norm: T5LayerNorm,
 }
@@ -229,7 +231,6 @@ impl T5Attention {
 /// `layer.0`: pre-norm self-attention with a residual.
 #[derive(Module, Debug)]
 pub struct T5LayerSelfAttention {
-    #[allow(non_snake_case)]
     pub SelfAttention: T5Attention,
     pub layer_norm: T5LayerNorm,
 }
@@ -237,7 +238,6 @@ pub struct T5LayerSelfAttention {
 /// `layer.1` of decoder blocks: pre-norm cross-attention over the encoder output.
 #[derive(Module, Debug)]
 pub struct T5LayerCrossAttention {
-    #[allow(non_snake_case)]
     pub EncDecAttention: T5Attention,
     pub layer_norm: T5LayerNorm,
 }
@@ -287,10 +287,12 @@ pub fn mask_bias(mask: Tensor<2>) -> Tensor<4> {
     (mask.ones_like() - mask).mul_scalar(-MASKED).neg().unsqueeze_dims(&[1, 2])
 }
 
-/// An encoder or decoder stack: `block.{i}` and `final_layer_norm`. Embeddings (`shared`) are
-/// owned by [`T5Model`] because both stacks use them.
+/// An encoder or decoder stack: `embed_tokens` (usually tied to `shared`), `block.{i}` and
+/// `final_layer_norm`.
 #[derive(Module, Debug)]
 pub struct T5Stack {
+    /// `[vocab_size, d_model]`
+    pub embed_tokens: Param<Tensor<2>>,
     pub block: Vec<T5Block>,
     pub final_layer_norm: T5LayerNorm,
     pub is_decoder: bool,
@@ -300,16 +302,25 @@ impl T5Stack {
     pub fn new(vb: &VarBuilder, cfg: &T5Config, decoder: bool) -> Self {
         let n = if decoder { cfg.decoder_layers() } else { cfg.num_layers };
         Self {
+            embed_tokens: vb.pp("embed_tokens").get_embedding(cfg.vocab_size, cfg.d_model, "weight", Init::Normal(1.0)),
             block: (0..n).map(|i| T5Block::new(&vb.pp("block").pp(i), cfg, i == 0, decoder)).collect(),
             final_layer_norm: T5LayerNorm::new(&vb.pp("final_layer_norm"), cfg.d_model, cfg.layer_norm_epsilon),
             is_decoder: decoder,
         }
     }
 
-    /// `x`: embedded tokens `[batch, seq, d_model]`; `mask`: `[batch, seq]` (1 token, 0 padding);
-    /// `cross`: for the decoder, the encoder output `[batch, src, d_model]` and its mask `[batch, src]`.
+    /// `ids`: `[batch, seq]` → `[batch, seq, d_model]`
+    pub fn embed(&self, ids: Tensor<2, Int>) -> Tensor<3> {
+        let [b, s] = ids.dims();
+        let d = self.embed_tokens.dims()[1];
+        self.embed_tokens.val().select(0, ids.reshape([b * s])).reshape([b, s, d])
+    }
+
+    /// `ids`, `mask`: `[batch, seq]` (mask 1 token, 0 padding); `cross`: for the decoder, the
+    /// encoder output `[batch, src, d_model]` and its mask `[batch, src]`.
     /// Returns the final-norm output `[batch, seq, d_model]`.
-    pub fn forward(&self, x: Tensor<3>, mask: Tensor<2>, cross: Option<(Tensor<3>, Tensor<2>)>) -> Tensor<3> {
+    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2>, cross: Option<(Tensor<3>, Tensor<2>)>) -> Tensor<3> {
+        let x = self.embed(ids);
         let seq = x.dims()[1];
         let mut bias = self.block[0].self_attention.SelfAttention.compute_bias(seq, seq) + mask_bias(mask);
         if self.is_decoder {
@@ -323,43 +334,34 @@ impl T5Stack {
     }
 }
 
-/// `shared` embeddings with the encoder and, when needed, the decoder.
+/// The encoder and, when needed, the decoder, at the checkpoint root (`shared.weight`,
+/// `encoder.*`, `decoder.*`).
 #[derive(Module, Debug)]
 pub struct T5Model {
-    /// `[vocab_size, d_model]`
-    pub shared: Param<Tensor<2>>,
     pub encoder: T5Stack,
     pub decoder: Option<T5Stack>,
 }
 
 impl T5Model {
-    /// Builds from `vb` at the checkpoint root (`shared.weight`, `encoder.*`, `decoder.*`).
     pub fn new(vb: &VarBuilder, cfg: &T5Config, with_decoder: bool) -> Self {
         Self {
-            shared: vb.pp("shared").get([cfg.vocab_size, cfg.d_model], "weight", Init::Normal(1.0)),
             encoder: T5Stack::new(&vb.pp("encoder"), cfg, false),
             decoder: with_decoder.then(|| T5Stack::new(&vb.pp("decoder"), cfg, true)),
         }
     }
 
-    /// `ids`: `[batch, seq]` → `[batch, seq, d_model]`
-    pub fn embed(&self, ids: Tensor<2, Int>) -> Tensor<3> {
-        let [b, s] = ids.dims();
-        let d = self.shared.dims()[1];
-        self.shared.val().select(0, ids.reshape([b * s])).reshape([b, s, d])
-    }
-
     /// `ids`, `mask`: `[batch, seq]` → encoder output `[batch, seq, d_model]`
     pub fn encode(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<3> {
-        self.encoder.forward(self.embed(ids), mask, None)
+        self.encoder.forward(ids, mask, None)
     }
 
-    /// Runs the decoder on `decoder_ids` `[batch, tgt]` over the encoder output; returns the
-    /// decoder's final-norm output `[batch, tgt, d_model]`.
+    /// Runs the decoder on `decoder_ids` `[batch, tgt]` over the encoder output `[batch, src,
+    /// d_model]` with its mask `[batch, src]`; returns the decoder's final-norm output
+    /// `[batch, tgt, d_model]`, or `None` for an encoder-only model.
     pub fn decode(&self, decoder_ids: Tensor<2, Int>, encoded: Tensor<3>, mask: Tensor<2>) -> Option<Tensor<3>> {
         let decoder = self.decoder.as_ref()?;
         let tgt_mask = decoder_ids.clone().float().ones_like();
-        Some(decoder.forward(self.embed(decoder_ids), tgt_mask, Some((encoded, mask))))
+        Some(decoder.forward(decoder_ids, tgt_mask, Some((encoded, mask))))
     }
 }
 

@@ -14,10 +14,14 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result, read_json};
 
-/// Names under which the same tensor is stored by different exporters. The first entry is the
-/// canonical name this crate asks for; the rest are tried in order. Tied embeddings make
-/// `encoder.embed_tokens.weight` and `decoder.embed_tokens.weight` copies of `shared.weight`.
-const ALIASES: &[&[&str]] = &[&["shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]];
+/// Names under which a tensor may be stored. The first entry is the name this crate asks for;
+/// the rest are tried in order. A stack's own `embed_tokens` wins (an untied checkpoint may hold
+/// both, with different values, and `transformers` then uses the stack's); otherwise it is the
+/// tied `shared.weight`.
+const ALIASES: &[&[&str]] = &[
+    &["encoder.embed_tokens.weight", "shared.weight"],
+    &["decoder.embed_tokens.weight", "shared.weight"],
+];
 
 /// Prefixes some exporters put before every name (wrapped models).
 const PREFIXES: &[&str] = &["", "model.", "transformer.", "auto_model."];
@@ -179,6 +183,8 @@ struct Source {
     device: Device,
     checkpoint: Option<Rc<Checkpoint>>,
     used: RefCell<BTreeSet<String>>,
+    /// Tensors already built, by stored name: tied copies share one device buffer.
+    cache: RefCell<HashMap<String, Tensor<2>>>,
     report: RefCell<LoadReport>,
 }
 
@@ -205,6 +211,7 @@ impl VarBuilder {
             device: device.clone(),
             checkpoint,
             used: RefCell::default(),
+            cache: RefCell::default(),
             report: RefCell::default(),
         };
         Self { src: Rc::new(src), prefix: String::new() }
@@ -262,6 +269,22 @@ impl VarBuilder {
     /// A parameter of rank `D` named `name` under this prefix.
     pub fn get<const D: usize>(&self, shape: [usize; D], name: &str, init: Init) -> Param<Tensor<D>> {
         Param::from_tensor(self.tensor(shape, name, init, false))
+    }
+
+    /// An embedding table `[vocab, d_model]`. Tied tables (both stacks resolving to
+    /// `shared.weight`) share one device tensor instead of being uploaded twice.
+    pub fn get_embedding(&self, vocab: usize, d_model: usize, name: &str, init: Init) -> Param<Tensor<2>> {
+        let key = self.src.checkpoint.as_ref().and_then(|c| c.resolve(&self.full(name)));
+        if let Some(t) = key.as_ref().and_then(|k| self.src.cache.borrow().get(k).cloned()) {
+            if t.dims() == [vocab, d_model] {
+                return Param::from_tensor(t);
+            }
+        }
+        let t = self.tensor([vocab, d_model], name, init, false);
+        if let Some(k) = key {
+            self.src.cache.borrow_mut().insert(k, t.clone());
+        }
+        Param::from_tensor(t)
     }
 
     /// A `[in, out]` matrix stored as PyTorch's `[out, in]`.
