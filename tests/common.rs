@@ -17,6 +17,11 @@ pub fn fixture(name: &str) -> PathBuf {
     root().join("tests/fixtures").join(name)
 }
 
+/// `shared/data` beside the repository: the evaluation and training sets.
+pub fn shared_data() -> PathBuf {
+    root().join("../shared/data")
+}
+
 /// The real T5 `tokenizer.json`, shipped inside one fixture.
 pub fn tokenizer_json() -> PathBuf {
     fixture("st-enc-mean-relu/tokenizer.json")

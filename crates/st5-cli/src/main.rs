@@ -53,7 +53,33 @@ enum Command {
         /// The query text.
         query: String,
     },
+    /// Evaluate as the paper does: STS (Spearman), SentEval transfer, SentGLUE, alignment/uniformity.
+    Eval {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Task groups (sts, transfer, sentglue, geometry) or single tasks (sts12, stsb, sickr, mr, trec, ...).
+        #[arg(long, default_value = "sts,transfer,sentglue,geometry")]
+        tasks: String,
+        /// The evaluation data directory (SentEval layout, as in shared/data).
+        #[arg(long, default_value = DEFAULT_DATA)]
+        data: PathBuf,
+        /// A GLUE directory (TASK/{train,dev}.tsv) for the SentGLUE tasks that shared/data lacks.
+        #[arg(long)]
+        glue_dir: Option<PathBuf>,
+        /// Where to write the results as JSON.
+        #[arg(long, default_value = "st5-eval.json")]
+        json: PathBuf,
+        /// Outer folds for MR, CR, SUBJ and MPQA.
+        #[arg(long, default_value_t = 10)]
+        outer_folds: usize,
+        /// Inner folds choosing the L2 strength.
+        #[arg(long, default_value_t = 5)]
+        inner_folds: usize,
+    },
 }
+
+/// The evaluation data beside the repository (shared/data).
+const DEFAULT_DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
 
 #[derive(Args)]
 struct ModelArgs {
@@ -146,7 +172,7 @@ fn read_input(path: Option<&Path>) -> Result<Vec<String>> {
     }
 }
 
-fn embed(embedder: &Embedder, texts: &[String]) -> Result<Embeddings> {
+fn embed(embedder: &Embedder, texts: &[String]) -> st5_core::Result<Embeddings> {
     // Only draw a bar for a person watching, and only when there is more than one batch.
     let bar = (std::io::stderr().is_terminal() && texts.len() > 64).then(|| {
         let bar = ProgressBar::new(texts.len() as u64);
@@ -217,6 +243,28 @@ fn main() -> Result<()> {
                 );
             }
             write_output(output.as_deref(), &e)
+        }
+        Command::Eval { model, tasks, data, glue_dir, json, outer_folds, inner_folds } => {
+            if outer_folds < 2 || inner_folds < 2 {
+                bail!("--outer-folds and --inner-folds must be at least 2");
+            }
+            let options = st5_eval::EvalOptions {
+                data_dir: data,
+                glue_dir,
+                tasks: st5_eval::expand_tasks(&tasks)?,
+                protocol: st5_eval::tasks::Protocol { outer_folds, inner_folds, ..Default::default() },
+            };
+            let embedder = model.load()?;
+            let report = st5_eval::run(&options, &mut |texts| {
+                let e = embed(&embedder, texts)?;
+                Ok((e.data, e.dim))
+            })?;
+            print!("{}", report.markdown());
+            let tmp = json.with_extension("partial");
+            std::fs::write(&tmp, serde_json::to_vec_pretty(&report)?).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &json).with_context(|| format!("writing {}", json.display()))?;
+            eprintln!("wrote {}", json.display());
+            Ok(())
         }
         Command::Search { model, corpus, k, query } => {
             let docs = read_lines(std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?, &corpus.display().to_string())?;

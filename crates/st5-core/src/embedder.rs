@@ -159,6 +159,14 @@ impl Embedder {
     pub fn embed_with_progress<S: AsRef<str>>(&self, texts: &[S], mut progress: impl FnMut(usize, usize)) -> Result<Embeddings> {
         let refs: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
         let ids = self.tokenizer.encode_batch(&refs)?;
+        // A tokenizer from another model can emit ids past the embedding table: refuse them here
+        // rather than gather out of bounds on the device.
+        let vocab = self.layout.config.vocab_size;
+        if let Some((i, id)) = ids.iter().enumerate().find_map(|(i, t)| t.iter().find(|&&id| id as usize >= vocab).map(|&id| (i, id))) {
+            return Err(Error::Invalid(format!(
+                "text {i}: token id {id} is outside the model's vocabulary ({vocab}); is the tokenizer the model's own?"
+            )));
+        }
         let dim = self.dim();
         let mut data = vec![0.0f32; ids.len() * dim];
         let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();

@@ -144,6 +144,38 @@ pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
 mod tests {
     use super::*;
 
+    /// A random model on flex: unit-norm rows of the right width, and padding that changes
+    /// nothing (the mask reaches attention and pooling) for every variant.
+    #[test]
+    fn padding_does_not_change_any_variant() {
+        use burn::tensor::Device;
+        let cfg: T5Config = serde_json::from_str(
+            r#"{"vocab_size": 50, "d_model": 8, "d_kv": 3, "d_ff": 12, "num_layers": 2, "num_heads": 2,
+                "relative_attention_num_buckets": 8, "relative_attention_max_distance": 16,
+                "feed_forward_proj": "gated-gelu"}"#,
+        )
+        .unwrap();
+        let device = Device::flex();
+        for variant in Variant::ALL {
+            let head = HeadConfig { variant, dense: vec![(8, 5, true)], normalize: true };
+            let model = SentenceT5::init(&cfg, &head, &device);
+            assert_eq!(model.dim(), 5);
+            let alone_ids = Tensor::<2, Int>::from_data(TensorData::new(vec![7, 3, 1], [1, 3]), &device);
+            let alone = model.forward(alone_ids, Tensor::ones([1, 3], &device));
+            let padded_ids = Tensor::<2, Int>::from_data(TensorData::new(vec![7, 3, 1, 0, 0, 9, 4, 8, 2, 1], [2, 5]), &device);
+            let mask = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 1., 1., 0., 0., 1., 1., 1., 1., 1.], [2, 5]), &device);
+            let batched = model.forward(padded_ids, mask);
+            let a: Vec<f32> = alone.into_data().to_vec().unwrap();
+            let b: Vec<f32> = batched.into_data().to_vec().unwrap();
+            let diff = a.iter().zip(&b[..5]).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+            assert!(diff <= 1e-6, "{variant}: padded row differs by {diff}");
+            for row in b.chunks(5) {
+                let norm: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+                assert!((norm - 1.0).abs() < 1e-5, "{variant}: norm {norm}");
+            }
+        }
+    }
+
     #[test]
     fn variant_names_round_trip() {
         for v in Variant::ALL {

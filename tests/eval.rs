@@ -1,0 +1,148 @@
+//! The evaluation harness: Spearman and logistic regression against scipy / scikit-learn
+//! fixtures (`tests/reference/make_eval_fixtures.py`), every parser on every file of
+//! `shared/data` it reads with the row counts of `SOURCES.md`, and `st5 eval` end to end.
+
+use st5_eval::data;
+use st5_eval::logreg::{Dataset, LogReg, Solver, accuracy};
+use st5_eval::stats::spearman;
+use st5_tests::*;
+
+fn json(name: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(fixture("eval").join(name)).unwrap()).unwrap()
+}
+
+fn floats(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+}
+
+fn ints(v: &serde_json::Value) -> Vec<usize> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect()
+}
+
+#[test]
+fn spearman_with_ties_matches_scipy() {
+    for case in json("spearman.json").as_array().unwrap() {
+        let (x, y) = (floats(&case["x"]), floats(&case["y"]));
+        let want = case["spearman"].as_f64().unwrap();
+        let got = spearman(&x, &y);
+        assert!((got - want).abs() <= 1e-6, "n={}: {got} vs scipy {want}", x.len());
+    }
+}
+
+#[test]
+fn logistic_regression_matches_scikit_learn() {
+    for p in json("logreg.json").as_array().unwrap() {
+        let (classes, c, d) = (p["classes"].as_u64().unwrap() as usize, p["c"].as_f64().unwrap(), p["d"].as_u64().unwrap() as usize);
+        let xtr: Vec<f32> = floats(&p["x_train"]).into_iter().map(|v| v as f32).collect();
+        let xte: Vec<f32> = floats(&p["x_test"]).into_iter().map(|v| v as f32).collect();
+        let (ytr, yte, want) = (ints(&p["y_train"]), ints(&p["y_test"]), ints(&p["predictions"]));
+        let model = LogReg::fit(&Dataset { x: &xtr, d, y: &ytr, classes }, c, Solver { max_iter: 2000, tol: 1e-9 }, None);
+        let pred = model.predict(&xte);
+        let acc = accuracy(&pred, &yte);
+        let agree = accuracy(&pred, &want);
+        println!("{classes} classes, C={c}: accuracy {acc} (sklearn {}), agreement {agree}", p["accuracy"]);
+        assert_eq!(acc, p["accuracy"].as_f64().unwrap(), "{classes} classes: accuracy differs from scikit-learn");
+        assert!(agree >= 0.995, "{classes} classes: predictions agree on only {agree}");
+    }
+}
+
+#[test]
+fn parsers_read_every_file_with_sources_md_counts() {
+    let d = shared_data();
+    let sts = |year: &str, want: &[(&str, usize)], skipped: &[&str]| {
+        let (sets, sk) = data::sts_year(&d.join(year)).unwrap();
+        let got: Vec<(String, usize)> = sets.iter().map(|(n, p)| (n.clone(), p.len())).collect();
+        let want: Vec<(String, usize)> = want.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+        assert_eq!(got, want, "{year}");
+        assert_eq!(sk, skipped, "{year} skipped");
+    };
+    sts("sts12", &[("MSRpar", 750), ("MSRvid", 750), ("SMTeuroparl", 459), ("surprise.OnWN", 750), ("surprise.SMTnews", 399)], &[]);
+    sts("sts13", &[("FNWN", 189), ("OnWN", 561), ("headlines", 750)], &["SMT"]);
+    sts("sts14", &[("OnWN", 750), ("deft-forum", 450), ("deft-news", 300), ("headlines", 750), ("images", 750), ("tweet-news", 750)], &[]);
+    sts("sts15", &[("answers-forums", 375), ("answers-students", 750), ("belief", 375), ("headlines", 750), ("images", 750)], &[]);
+    sts("sts16", &[("answer-answer", 254), ("headlines", 249), ("plagiarism", 230), ("postediting", 244), ("question-question", 209)], &[]);
+    for (f, n) in [("sts-train.csv", 5749), ("sts-dev.csv", 1500), ("sts-test.csv", 1379)] {
+        assert_eq!(data::sts_benchmark(&d.join("stsbenchmark").join(f)).unwrap().len(), n, "{f}");
+    }
+    for (f, n) in [("SICK_train.txt", 4500), ("SICK_trial.txt", 500), ("SICK_test_annotated.txt", 4927)] {
+        assert_eq!(data::sick(&d.join("sick").join(f)).unwrap().len(), n, "{f}");
+    }
+    let binary = |dir: &str, pos: &str, neg: &str, np: usize, nn: usize| {
+        let items = data::binary_files(&d.join(dir).join(pos), &d.join(dir).join(neg)).unwrap();
+        let p = items.iter().filter(|i| i.label == 1).count();
+        assert_eq!((p, items.len() - p), (np, nn), "{dir}");
+        assert!(items.iter().all(|i| !i.text.contains('\u{fffd}')), "{dir}: replacement characters (bad decoding)");
+    };
+    binary("mr", "rt-polarity.pos", "rt-polarity.neg", 5331, 5331);
+    binary("subj", "subj.subjective", "subj.objective", 5000, 5000);
+    binary("cr", "custrev.pos", "custrev.neg", 2407, 1368);
+    binary("mpqa", "mpqa.pos", "mpqa.neg", 3312, 7294);
+    for (f, n) in [("train_5500.label", 5452), ("TREC_10.label", 500)] {
+        assert_eq!(data::trec(&d.join("trec").join(f)).unwrap().len(), n, "{f}");
+    }
+    for (f, n) in [("sentiment-train", 67349), ("sentiment-dev", 872), ("sentiment-test", 1821)] {
+        assert_eq!(data::sst2(&d.join("sst2").join(f)).unwrap().len(), n, "{f}");
+    }
+    for (f, n) in [("msr_paraphrase_train.txt", 4076), ("msr_paraphrase_test.txt", 1725)] {
+        let rows = data::mrpc(&d.join("mrpc").join(f)).unwrap();
+        assert_eq!(rows.len(), n, "{f}");
+        assert!(rows.iter().all(|r| r.label <= 1));
+    }
+}
+
+#[test]
+fn st5_eval_end_to_end_on_a_fixture_model() {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(|p| p.parent()).unwrap().join("st5");
+    assert!(bin.is_file(), "run `cargo build --release --bin st5` first");
+    let out = std::env::temp_dir().join(format!("st5-eval-{}.json", std::process::id()));
+    let o = std::process::Command::new(bin)
+        .args(["eval", "--model", fixture("st-enc-mean-relu").to_str().unwrap(), "--data", shared_data().to_str().unwrap()])
+        .args(["--tasks", "sts,transfer,sentglue,geometry", "--json", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "st5 eval failed: {}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8(o.stdout).unwrap();
+    println!("{table}");
+    for needle in ["STS12", "SICKR", "Avg7", "MRPC", "TREC", "GLUE-SST2", "skipped glue-cola", "alignment"] {
+        assert!(table.contains(needle), "table lacks {needle}:\n{table}");
+    }
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(r["sts"].as_array().unwrap().len(), 7);
+    assert_eq!(r["transfer"].as_array().unwrap().len(), 7);
+    let avg7 = r["avg7"].as_f64().unwrap();
+    assert!(avg7.is_finite() && avg7.abs() <= 100.0, "avg7 {avg7}");
+    for t in r["transfer"].as_array().unwrap() {
+        let acc = t["accuracy"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&acc), "{t}");
+    }
+    let _ = std::fs::remove_file(out);
+}
+
+/// STS-B test is read by the STS task and by geometry: the embedding function must see each
+/// distinct text exactly once.
+#[test]
+fn each_text_is_embedded_once_per_run() {
+    let options = st5_eval::EvalOptions {
+        data_dir: shared_data(),
+        glue_dir: None,
+        tasks: st5_eval::expand_tasks("stsb,geometry,stsb").unwrap(),
+        protocol: Default::default(),
+    };
+    let mut calls = 0;
+    let mut seen = 0;
+    let report = st5_eval::run(&options, &mut |texts| {
+        calls += 1;
+        let distinct: std::collections::HashSet<&String> = texts.iter().collect();
+        assert_eq!(distinct.len(), texts.len(), "duplicate texts sent to the embedder");
+        seen = texts.len();
+        // A deterministic stand-in embedding: text length and byte sums.
+        let v = texts.iter().flat_map(|t| [t.len() as f32, t.bytes().map(f32::from).sum::<f32>() % 97.0 + 1.0, 1.0]).collect();
+        Ok((v, 3))
+    })
+    .unwrap();
+    let pairs = data::sts_benchmark(&shared_data().join("stsbenchmark/sts-test.csv")).unwrap();
+    let distinct: std::collections::HashSet<&String> = pairs.iter().flat_map(|p| [&p.a, &p.b]).collect();
+    assert_eq!((calls, seen, report.texts_embedded), (1, distinct.len(), distinct.len()));
+    assert_eq!(report.sts.len(), 1);
+}
