@@ -192,3 +192,42 @@ fn unused_tensors_are_reported_by_name() {
     let e = Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncDecFirst), &device).unwrap();
     assert_eq!(e.report().unused, vec!["lm_head.weight".to_string()]);
 }
+
+/// The sentence-transformers 2.x layout of published checkpoints (sentence-t5-base):
+/// `sentence_transformers.models.*` module types, the Transformer in `0_Transformer/`, boolean
+/// pooling flags and `max_seq_length` in `sentence_bert_config.json`. Rewritten from a fixture,
+/// it must give the same embeddings.
+#[test]
+fn legacy_sentence_transformers_layout_loads_the_same() {
+    let dir = scratch_copy("st-enc-mean-relu", "legacy");
+    let t = dir.join("0_Transformer");
+    std::fs::create_dir_all(&t).unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "sentence_bert_config.json"] {
+        std::fs::rename(dir.join(f), t.join(f)).unwrap();
+    }
+    std::fs::write(t.join("tokenizer_config.json"), r#"{"model_max_length": 512}"#).unwrap();
+    std::fs::write(t.join("sentence_bert_config.json"), r#"{"max_seq_length": 16, "do_lower_case": false}"#).unwrap();
+    std::fs::write(
+        dir.join("modules.json"),
+        r#"[{"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+            {"idx": 3, "name": "3", "path": "3_Normalize", "type": "sentence_transformers.models.Normalize"}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("1_Pooling/config.json"),
+        r#"{"word_embedding_dimension": 8, "pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true,
+            "pooling_mode_max_tokens": false, "pooling_mode_mean_sqrt_len_tokens": false}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("2_Dense/config.json"), r#"{"in_features": 8, "out_features": 12, "bias": false, "activation_function": "torch.nn.modules.linear.Identity"}"#).unwrap();
+    let device = Backend::Cpu.device().unwrap();
+    let e = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();
+    assert_eq!((e.variant(), e.tokenizer().max_len()), (Variant::EncMean, 16));
+    let exp = expected("st-enc-mean-relu");
+    let got = e.embed(&exp.sentences).unwrap();
+    let err = exp.embeddings[0].1.iter().enumerate().map(|(i, w)| max_abs_diff(got.row(i), w)).fold(0.0, f32::max);
+    assert!(err <= TOL, "legacy layout: max abs error {err:e}");
+    let _ = std::fs::remove_dir_all(dir);
+}
