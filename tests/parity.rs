@@ -231,3 +231,31 @@ fn legacy_sentence_transformers_layout_loads_the_same() {
     assert!(err <= TOL, "legacy layout: max abs error {err:e}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Files held in memory (as a browser upload gives them) load exactly like the directory, and
+/// a missing file is named by its in-memory path.
+#[test]
+fn in_memory_files_load_like_the_directory() {
+    let device = Backend::Cpu.device().unwrap();
+    for model in ["st-enc-mean-relu", "hf-t5-gated-bf16-sharded"] {
+        let mut files = st5_core::MemoryFiles::from_dir(&fixture(model)).unwrap();
+        if !files.files.contains_key("tokenizer.json") {
+            files.files.insert("tokenizer.json".into(), std::fs::read(tokenizer_json()).unwrap());
+        }
+        let opts = LoadOptions { batch_size: 4, ..LoadOptions::default() };
+        let from_memory = Embedder::load_from(&files, &opts, &device).unwrap();
+        let exp = expected(model);
+        let got = from_memory.embed(&exp.sentences).unwrap();
+        let want = &exp.embeddings.iter().find(|(v, _)| v == "enc-mean").unwrap().1;
+        let err = want.iter().enumerate().map(|(i, w)| max_abs_diff(got.row(i), w)).fold(0.0, f32::max);
+        assert!(err <= TOL, "{model} from memory: max abs error {err:e}");
+    }
+    let mut files = st5_core::MemoryFiles::from_dir(&fixture("hf-t5-gated-bf16-sharded")).unwrap();
+    files.files.insert("tokenizer.json".into(), std::fs::read(tokenizer_json()).unwrap());
+    files.files.remove("model-00002-of-00005.safetensors");
+    let msg = match Embedder::load_from(&files, &LoadOptions::default(), &device) {
+        Ok(_) => panic!("loaded without a shard"),
+        Err(e) => e.to_string(),
+    };
+    assert!(msg.contains("model-00002-of-00005.safetensors") && msg.contains("memory:"), "{msg}");
+}

@@ -8,6 +8,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::batch::{pad, plan_batches};
 use crate::error::{Error, Result};
+use crate::files::{Dir, ModelFiles, join};
 use crate::layout::ModelLayout;
 use crate::model::{HeadConfig, SentenceT5, Variant};
 use crate::tokenizer::{PAD_ID, T5Tokenizer};
@@ -67,20 +68,28 @@ pub struct Embedder {
 impl Embedder {
     /// Loads a sentence-transformers or Hugging Face T5 directory onto `device`.
     pub fn load(dir: &Path, options: &LoadOptions, device: &Device) -> Result<Self> {
+        if !dir.is_dir() {
+            return Err(Error::layout(dir, "model directory not found"));
+        }
+        Self::load_from(&Dir(dir.to_path_buf()), options, device)
+    }
+
+    /// Loads a model from any [`ModelFiles`] (a directory, or files held in memory).
+    pub fn load_from(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> Result<Self> {
         if options.batch_size == 0 {
             return Err(Error::Invalid("batch size must be at least 1".into()));
         }
-        let layout = ModelLayout::read(dir)?;
+        let layout = ModelLayout::read(files)?;
         let variant = options.variant.or(layout.pooling).unwrap_or(Variant::EncMean);
         let cfg = &layout.config;
         let mut width = cfg.d_model;
-        for (path, (d_in, d_out, _)) in &layout.dense {
+        for (dir, (d_in, d_out, _)) in &layout.dense {
             if *d_in != width {
-                return Err(Error::config(path.join("config.json"), format!("Dense in_features is {d_in}, but its input has width {width}")));
+                return Err(Error::config(files.path(&join(dir, "config.json")), format!("Dense in_features is {d_in}, but its input has width {width}")));
             }
             width = *d_out;
         }
-        let ckpt = Rc::new(Checkpoint::open_dir(&layout.transformer_dir)?);
+        let ckpt = Rc::new(Checkpoint::open(files, &layout.transformer)?);
         if variant.needs_decoder() && !ckpt.names().any(|n| n.contains("decoder.block.0.")) {
             return Err(Error::layout(
                 &layout.transformer_dir,
@@ -90,8 +99,8 @@ impl Embedder {
         }
         let t5_vb = VarBuilder::from_checkpoint(ckpt, device);
         let mut dense_vbs = Vec::new();
-        for (path, _) in &layout.dense {
-            dense_vbs.push((path.clone(), VarBuilder::from_checkpoint(Rc::new(Checkpoint::open_dir(path)?), device)));
+        for (dir, _) in &layout.dense {
+            dense_vbs.push((files.path(dir), VarBuilder::from_checkpoint(Rc::new(Checkpoint::open(files, dir)?), device)));
         }
         let head = HeadConfig {
             variant,
@@ -111,11 +120,17 @@ impl Embedder {
             }
             report.unused.extend(r.unused.into_iter().map(|n| format!("{}/{n}", path.display())));
         }
-        let tok_path = options.tokenizer.clone().or_else(|| layout.tokenizer.clone()).ok_or_else(|| {
-            Error::layout(dir, "no tokenizer.json in the model directory; pass one explicitly (--tokenizer)")
-        })?;
         let max_len = options.max_seq_length.unwrap_or(layout.max_seq_length);
-        let tokenizer = T5Tokenizer::from_file(&tok_path, max_len)?;
+        let tokenizer = match (&options.tokenizer, &layout.tokenizer) {
+            (Some(path), _) => T5Tokenizer::from_file(path, max_len)?,
+            (None, Some(rel)) => {
+                let bytes = files.read(rel)?.ok_or_else(|| Error::layout(files.path(rel), "tokenizer.json vanished while loading"))?;
+                T5Tokenizer::from_bytes(&bytes, max_len, files.path(rel))?
+            }
+            (None, None) => {
+                return Err(Error::layout(files.path(""), "no tokenizer.json in the model directory; pass one explicitly (--tokenizer)"));
+            }
+        };
         Ok(Self { model, tokenizer, device: device.clone(), batch_size: options.batch_size, report, layout })
     }
 

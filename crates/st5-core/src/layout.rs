@@ -2,30 +2,33 @@
 //! `2_Dense`, `Normalize`; the Transformer at the root or in `0_Transformer/`) or a plain
 //! Hugging Face T5 / T5 v1.1 / mT5 directory. Reading a layout touches only JSON files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
 use crate::config::T5Config;
-use crate::error::{Error, Result, read_json};
+use crate::error::{Error, Result};
+use crate::files::{ModelFiles, join};
 use crate::model::Variant;
 
 /// Everything read from a model directory's JSON files.
 #[derive(Debug, Clone)]
 pub struct ModelLayout {
-    /// The directory holding the T5 `config.json` and weights.
+    /// The folder (relative to the model root) holding the T5 `config.json` and weights.
+    pub transformer: String,
+    /// The same, as a path for messages.
     pub transformer_dir: PathBuf,
     pub config: T5Config,
     /// From the Pooling module (`mean` → enc-mean, `cls` → enc-first); `None` for a plain HF dir.
     pub pooling: Option<Variant>,
-    /// Dense module directories with `(in_features, out_features, bias)`.
-    pub dense: Vec<(PathBuf, (usize, usize, bool))>,
+    /// Dense module folders (relative) with `(in_features, out_features, bias)`.
+    pub dense: Vec<(String, (usize, usize, bool))>,
     /// A Normalize module is present (always true for a plain HF directory).
     pub normalize: bool,
     /// From `sentence_bert_config.json`, else the tokenizer's `model_max_length`, else 512.
     pub max_seq_length: usize,
-    /// `tokenizer.json`, if the directory has one.
-    pub tokenizer: Option<PathBuf>,
+    /// `tokenizer.json` (relative), if the model has one.
+    pub tokenizer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -104,35 +107,31 @@ struct TokenizerConfig {
 }
 
 impl ModelLayout {
-    /// Reads the layout of `dir`. Unknown sentence-transformers modules are refused by name.
-    pub fn read(dir: &Path) -> Result<Self> {
-        if !dir.is_dir() {
-            return Err(Error::layout(dir, "model directory not found"));
-        }
-        let modules_path = dir.join("modules.json");
-        if !modules_path.is_file() {
-            return Self::plain(dir, dir);
-        }
-        let modules: Vec<ModuleEntry> = read_json(&modules_path)?;
+    /// Reads the layout of a model. Unknown sentence-transformers modules are refused by name.
+    pub fn read(files: &impl ModelFiles) -> Result<Self> {
+        let Some(modules) = files.json::<Vec<ModuleEntry>>("modules.json")? else {
+            return Self::plain(files, "");
+        };
+        let modules_path = files.path("modules.json");
         let mut transformer = None;
         let mut pooling = None;
         let mut dense = Vec::new();
         let mut normalize = false;
         for m in &modules {
-            let sub = dir.join(&m.path);
+            let sub = m.path.trim_matches('/').to_string();
+            let config = join(&sub, "config.json");
+            let required = |what: &str| Error::layout(files.path(&config), format!("missing: the {what} module's config"));
             match m.kind.rsplit('.').next().unwrap_or_default() {
                 "Transformer" => transformer = Some(sub),
                 "Pooling" => {
-                    let path = sub.join("config.json");
-                    let cfg: PoolingConfig = read_json(&path)?;
-                    pooling = Some(cfg.variant().map_err(|m| Error::config(&path, m))?);
+                    let cfg: PoolingConfig = files.json(&config)?.ok_or_else(|| required("Pooling"))?;
+                    pooling = Some(cfg.variant().map_err(|m| Error::config(files.path(&config), m))?);
                 }
                 "Dense" => {
-                    let path = sub.join("config.json");
-                    let cfg: DenseConfig = read_json(&path)?;
+                    let cfg: DenseConfig = files.json(&config)?.ok_or_else(|| required("Dense"))?;
                     let act = cfg.activation_function.as_deref().unwrap_or("torch.nn.modules.linear.Identity");
                     if !act.ends_with("Identity") {
-                        return Err(Error::config(&path, format!("Dense activation `{act}` is not supported (Sentence-T5 uses Identity)")));
+                        return Err(Error::config(files.path(&config), format!("Dense activation `{act}` is not supported (Sentence-T5 uses Identity)")));
                     }
                     dense.push((sub, (cfg.in_features, cfg.out_features, cfg.bias)));
                 }
@@ -143,7 +142,7 @@ impl ModelLayout {
             }
         }
         let transformer = transformer.ok_or_else(|| Error::config(&modules_path, "no Transformer module"))?;
-        let mut layout = Self::plain(dir, &transformer)?;
+        let mut layout = Self::plain(files, &transformer)?;
         layout.pooling = pooling;
         layout.dense = dense;
         layout.normalize = normalize;
@@ -151,20 +150,28 @@ impl ModelLayout {
     }
 
     /// The Transformer part: `config.json`, max length and tokenizer, looked up in the
-    /// transformer directory and then the model root.
-    fn plain(root: &Path, transformer_dir: &Path) -> Result<Self> {
-        let config_path = transformer_dir.join("config.json");
-        if !config_path.is_file() {
-            return Err(Error::layout(transformer_dir, "no config.json (expected a sentence-transformers or Hugging Face T5 directory)"));
-        }
-        let config = T5Config::from_file(&config_path)?;
-        let find = |name: &str| [transformer_dir, root].into_iter().map(|d| d.join(name)).find(|p| p.is_file());
-        let sbert: SbertConfig = find("sentence_bert_config.json").map(|p| read_json(&p)).transpose()?.unwrap_or_default();
-        let tok_cfg: TokenizerConfig = find("tokenizer_config.json").map(|p| read_json(&p)).transpose()?.unwrap_or_default();
+    /// transformer folder and then the model root.
+    fn plain(files: &impl ModelFiles, transformer: &str) -> Result<Self> {
+        let config_rel = join(transformer, "config.json");
+        let Some(bytes) = files.read(&config_rel)? else {
+            return Err(Error::layout(files.path(transformer), "no config.json (expected a sentence-transformers or Hugging Face T5 directory)"));
+        };
+        let config: T5Config = serde_json::from_slice(&bytes).map_err(|source| Error::Json { path: files.path(&config_rel), source })?;
+        config.validate().map_err(|m| Error::config(files.path(&config_rel), m))?;
+        let find = |name: &str| [join(transformer, name), name.to_string()].into_iter().find(|p| files.exists(p));
+        let sbert: SbertConfig = match find("sentence_bert_config.json") {
+            Some(p) => files.json(&p)?.unwrap_or_default(),
+            None => SbertConfig::default(),
+        };
+        let tok_cfg: TokenizerConfig = match find("tokenizer_config.json") {
+            Some(p) => files.json(&p)?.unwrap_or_default(),
+            None => TokenizerConfig::default(),
+        };
         // Tokenizers without a limit store a huge sentinel (1e30) as model_max_length.
-        let tok_max = tok_cfg.model_max_length.filter(|&m| m >= 1.0 && m <= 1e6).map(|m| m as usize);
+        let tok_max = tok_cfg.model_max_length.filter(|&m| (1.0..=1e6).contains(&m)).map(|m| m as usize);
         Ok(Self {
-            transformer_dir: transformer_dir.to_path_buf(),
+            transformer: transformer.to_string(),
+            transformer_dir: files.path(transformer),
             config,
             pooling: None,
             dense: Vec::new(),

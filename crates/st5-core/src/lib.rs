@@ -5,7 +5,8 @@
 //! - [`config`]: `T5Config` from `config.json`, validated;
 //! - [`t5`]: the T5 encoder/decoder stacks, named like Hugging Face's modules;
 //! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
-//! - [`weights`] and [`layout`]: safetensors checkpoints and model directory layouts;
+//! - [`weights`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from a
+//!   directory or from files held in memory;
 //! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out.
 
@@ -14,6 +15,7 @@ pub mod config;
 pub mod device;
 pub mod embedder;
 pub mod error;
+pub mod files;
 pub mod layout;
 pub mod model;
 pub mod npy;
@@ -25,5 +27,6 @@ pub use burn::tensor::Device;
 pub use config::T5Config;
 pub use device::Backend;
 pub use embedder::{Embedder, Embeddings, LoadOptions};
+pub use files::{Dir, MemoryFiles, ModelFiles};
 pub use error::{Error, Result};
 pub use model::{HeadConfig, SentenceT5, Variant};

@@ -26,9 +26,8 @@ impl T5Tokenizer {
         Ok(Self { inner, path: path.into(), max_len })
     }
 
-    /// Loads from the bytes of a `tokenizer.json` (for in-memory files).
-    pub fn from_bytes(bytes: &[u8], max_len: usize) -> Result<Self> {
-        let path = PathBuf::from("tokenizer.json");
+    /// Loads from the bytes of a `tokenizer.json` (in-memory files); `path` names it in errors.
+    pub fn from_bytes(bytes: &[u8], max_len: usize, path: PathBuf) -> Result<Self> {
         let err = |source| Error::Tokenizer { path: path.clone(), source };
         let mut inner = Tokenizer::from_bytes(bytes).map_err(err)?;
         Self::configure(&mut inner, max_len).map_err(err)?;

@@ -12,7 +12,8 @@ use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
-use crate::error::{Error, Result, read_json};
+use crate::error::{Error, Result};
+use crate::files::{ModelFiles, join};
 
 /// Names under which a tensor may be stored. The first entry is the name this crate asks for;
 /// the rest are tried in order. A stack's own `embed_tokens` wins (an untied checkpoint may hold
@@ -45,40 +46,45 @@ struct ShardIndex {
 }
 
 impl Checkpoint {
-    /// Opens the weights of a Hugging Face directory: `model.safetensors`, or the shards listed
+    /// Opens the weights in folder `dir` of a model: `model.safetensors`, or the shards listed
     /// by `model.safetensors.index.json`. A `pytorch_model.bin` alone is refused by name.
-    pub fn open_dir(dir: &Path) -> Result<Self> {
-        let index = dir.join("model.safetensors.index.json");
-        if index.is_file() {
-            let idx: ShardIndex = read_json(&index)?;
-            let files: BTreeSet<&String> = idx.weight_map.values().collect();
-            let paths: Vec<PathBuf> = files.into_iter().map(|f| dir.join(f)).collect();
-            let ckpt = Self::open_files(&paths)?;
+    pub fn open(files: &impl ModelFiles, dir: &str) -> Result<Self> {
+        let index = join(dir, "model.safetensors.index.json");
+        if let Some(idx) = files.json::<ShardIndex>(&index)? {
+            let shards: BTreeSet<&String> = idx.weight_map.values().collect();
+            let mut buffers = Vec::new();
+            for shard in shards {
+                let rel = join(dir, shard);
+                let bytes = files.read(&rel)?.ok_or_else(|| Error::layout(files.path(&index), format!("lists shard {shard}, which is missing")))?;
+                buffers.push((files.path(&rel), bytes));
+            }
+            let ckpt = Self::from_buffers(buffers)?;
             if let Some(name) = idx.weight_map.keys().find(|n| !ckpt.entries.contains_key(*n)) {
-                return Err(Error::layout(&index, format!("lists tensor `{name}`, which no shard holds")));
+                return Err(Error::layout(files.path(&index), format!("lists tensor `{name}`, which no shard holds")));
             }
             return Ok(ckpt);
         }
-        let single = dir.join("model.safetensors");
-        if single.is_file() {
-            return Self::open_files(&[single]);
+        let single = join(dir, "model.safetensors");
+        if let Some(bytes) = files.read(&single)? {
+            return Self::from_buffers(vec![(files.path(&single), bytes)]);
         }
-        if dir.join("pytorch_model.bin").is_file() {
+        let bin = join(dir, "pytorch_model.bin");
+        if files.exists(&bin) {
             return Err(Error::layout(
-                dir.join("pytorch_model.bin"),
+                files.path(&bin),
                 "PyTorch pickle weights are not supported; convert them to model.safetensors \
                  (e.g. `model.save_pretrained(dir, safe_serialization=True)`)",
             ));
         }
-        Err(Error::layout(dir, "no model.safetensors or model.safetensors.index.json"))
+        Err(Error::layout(files.path(dir), "no model.safetensors or model.safetensors.index.json"))
     }
 
-    /// Opens and validates the given safetensors files; a truncated file is named.
-    pub fn open_files(paths: &[PathBuf]) -> Result<Self> {
-        let mut files = Vec::with_capacity(paths.len());
+    /// Parses and validates safetensors buffers, each named by the path shown in errors; a
+    /// truncated file is named.
+    pub fn from_buffers(buffers: Vec<(PathBuf, Vec<u8>)>) -> Result<Self> {
+        let mut files = Vec::with_capacity(buffers.len());
         let mut entries = BTreeMap::new();
-        for (i, path) in paths.iter().enumerate() {
-            let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        for (i, (path, bytes)) in buffers.into_iter().enumerate() {
             let st = SafeTensors::deserialize(&bytes).map_err(|source| Error::Safetensors { path: path.clone(), source })?;
             let base = bytes.as_ptr() as usize;
             for (name, view) in st.tensors() {
@@ -86,7 +92,7 @@ impl Checkpoint {
                 let range = start..start + view.data().len();
                 entries.insert(name, Entry { file: i, dtype: view.dtype(), shape: view.shape().to_vec(), range });
             }
-            files.push((path.clone(), bytes));
+            files.push((path, bytes));
         }
         Ok(Self { files, entries })
     }
