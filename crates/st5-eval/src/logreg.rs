@@ -265,18 +265,11 @@ impl LogReg {
             .collect()
     }
 
-    /// Predicted class of each row of `x` (`[n, d]`).
+    /// Predicted class of each row of `x` (`[n, d]`): the most probable, the lower on a tie.
     pub fn predict(&self, x: &[f32]) -> Vec<usize> {
-        let s = scores(x, self.d, &self.w, &self.b);
-        let m = self.b.len();
-        s.chunks(m)
-            .map(|row| {
-                if m == 1 {
-                    usize::from(row[0] > 0.0)
-                } else {
-                    row.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (j, &v)| if v > best.1 { (j, v) } else { best }).0
-                }
-            })
+        self.proba(x)
+            .chunks(self.classes)
+            .map(|p| p.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (j, &v)| if v > best.1 { (j, v) } else { best }).0)
             .collect()
     }
 }
