@@ -17,9 +17,9 @@ pub fn fixture(name: &str) -> PathBuf {
     root().join("tests/fixtures").join(name)
 }
 
-/// `shared/data` beside the repository: the evaluation and training sets.
+/// The evaluation and training sets: `$ST5_DATA`, else `shared/data` beside the repository.
 pub fn shared_data() -> PathBuf {
-    root().join("../shared/data")
+    std::env::var_os("ST5_DATA").map(PathBuf::from).unwrap_or_else(|| root().join("../shared/data"))
 }
 
 /// The real T5 `tokenizer.json`, shipped inside one fixture.
