@@ -42,6 +42,7 @@ impl Backend {
     /// The device for this backend. wgpu is initialised once per process (burn's runtime cannot
     /// be re-initialised) and a failure (no adapter or driver) is a typed error, not a panic on
     /// the first tensor.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn device(self) -> Result<Device> {
         match self {
             Backend::Cpu => Ok(Device::flex()),
@@ -51,6 +52,18 @@ impl Backend {
                     .clone()
                     .map_err(|message| Error::Device { device: "wgpu".into(), message })
             }
+        }
+    }
+
+    /// The device, initialised asynchronously: what a browser needs (WebGPU adapters are only
+    /// handed out through promises). Call once per page; clone the device to reuse it.
+    pub async fn device_async(self) -> Result<Device> {
+        match self {
+            Backend::Cpu => Ok(Device::flex()),
+            Backend::Wgpu => Device::wgpu_options()
+                .init_async()
+                .await
+                .map_err(|e| Error::Device { device: "wgpu".into(), message: e.to_string() }),
         }
     }
 }

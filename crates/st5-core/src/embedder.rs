@@ -53,6 +53,14 @@ impl Embeddings {
     pub fn rows(&self) -> impl Iterator<Item = &[f32]> {
         self.data.chunks_exact(self.dim.max(1))
     }
+
+    /// Writes `rows` (`[indices.len(), dim]`) to the rows `indices`.
+    fn place(&mut self, indices: &[usize], rows: &[f32]) {
+        let dim = self.dim;
+        for (k, &i) in indices.iter().enumerate() {
+            self.data[i * dim..(i + 1) * dim].copy_from_slice(&rows[k * dim..(k + 1) * dim]);
+        }
+    }
 }
 
 /// A loaded Sentence-T5 model with its tokenizer, on one device.
@@ -172,6 +180,34 @@ impl Embedder {
 
     /// As [`embed`](Self::embed), calling `progress(done, total)` after each batch.
     pub fn embed_with_progress<S: AsRef<str>>(&self, texts: &[S], mut progress: impl FnMut(usize, usize)) -> Result<Embeddings> {
+        let ids = self.tokenize(texts)?;
+        let mut out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
+        let mut done = 0;
+        for batch in plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size) {
+            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
+            out.place(&batch, &self.forward_ids(&seqs)?);
+            done += batch.len();
+            progress(done, ids.len());
+        }
+        Ok(out)
+    }
+
+    /// As [`embed`](Self::embed), reading each batch back asynchronously: the form a browser
+    /// needs, where WebGPU results cannot be awaited synchronously.
+    pub async fn embed_async<S: AsRef<str>>(&self, texts: &[S]) -> Result<Embeddings> {
+        let ids = self.tokenize(texts)?;
+        let mut out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
+        for batch in plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size) {
+            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
+            let (ids_t, mask) = self.batch_tensors(&seqs);
+            let data = self.model.forward(ids_t, mask).into_data_async().await.map_err(|e| Error::Readback(format!("{e:?}")))?;
+            out.place(&batch, &data.try_into_vec::<f32>().map_err(|e| Error::Readback(format!("{e:?}")))?);
+        }
+        Ok(out)
+    }
+
+    /// Token ids of each text, checked against the model's vocabulary.
+    fn tokenize<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Vec<u32>>> {
         let refs: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
         let ids = self.tokenizer.encode_batch(&refs)?;
         // A tokenizer from another model can emit ids past the embedding table: refuse them here
@@ -182,20 +218,7 @@ impl Embedder {
                 "text {i}: token id {id} is outside the model's vocabulary ({vocab}); is the tokenizer the model's own?"
             )));
         }
-        let dim = self.dim();
-        let mut data = vec![0.0f32; ids.len() * dim];
-        let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
-        let mut done = 0;
-        for batch in plan_batches(&lengths, self.batch_size) {
-            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-            let rows = self.forward_ids(&seqs)?;
-            for (k, &i) in batch.iter().enumerate() {
-                data[i * dim..(i + 1) * dim].copy_from_slice(&rows[k * dim..(k + 1) * dim]);
-            }
-            done += batch.len();
-            progress(done, ids.len());
-        }
-        Ok(Embeddings { data, dim })
+        Ok(ids)
     }
 
     /// Runs one padded batch of token ids; returns `[batch, dim]` row-major.
