@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Installs what st5's native build and tests need on a fresh Debian machine: the Rust toolchain
-# (if absent) and lavapipe, Mesa's Vulkan software driver, for the wgpu backend without a GPU.
+# Installs what st5's build and tests need on a fresh Debian machine:
+# - lavapipe (Mesa's Vulkan software driver) for the native wgpu backend without a GPU;
+# - for the browser tests: the wasm32 target, Chromium and ChromeDriver (WebGPU on SwiftShader),
+#   wasm-pack, and the wasm-bindgen test runner at exactly the wasm-bindgen crate's version.
 set -euo pipefail
 
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install Rust with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+
 need_apt=()
-for pkg in mesa-vulkan-drivers libvulkan1; do
+for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -13,7 +20,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-if ! command -v cargo >/dev/null 2>&1; then
-  echo "cargo not found: install Rust with rustup (https://rustup.rs)" >&2
-  exit 1
+rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+if ! wasm-pack --version 2>/dev/null | grep -q "0.15.1"; then
+  cargo install wasm-pack --version 0.15.1 --locked
+fi
+if ! wasm-bindgen-test-runner --version 2>/dev/null | grep -q "0.2.130"; then
+  cargo install wasm-bindgen-cli --version 0.2.130
 fi

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The test command: builds the `st5` binary and runs every test in the workspace in one release
-# build (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then prints
-# the total.
+# build (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then the
+# browser tests in headless Chromium (WebGPU and CPU), then prints the total.
+# ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked --bin st5
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# st5-wasm is built for wasm32 by wasm-pack; excluding it here keeps one native feature set.
 cargo test --release --locked --workspace --exclude st5-wasm -- --test-threads 1 2>&1 | tee "$log"
+if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
+  (cd crates/st5-wasm && wasm-pack test --headless --chrome --chromedriver "$(command -v chromedriver)" --release) 2>&1 | tee -a "$log"
+fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"

@@ -13,7 +13,7 @@ wasm_bindgen_test_configure!(run_in_browser);
 
 macro_rules! fixture {
     ($($rel:literal),*) => {
-        [$(($rel, &include_bytes!(concat!("../fixtures/st-enc-mean-relu/", $rel))[..])),*]
+        [$(($rel, include_bytes!(concat!("../fixtures/st-enc-mean-relu/", $rel)) as &[u8])),*]
     };
 }
 

@@ -3,8 +3,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::OnceLock;
-
 use burn::tensor::Device;
 
 use crate::error::{Error, Result};
@@ -47,7 +45,7 @@ impl Backend {
         match self {
             Backend::Cpu => Ok(Device::flex()),
             Backend::Wgpu => {
-                static WGPU: OnceLock<std::result::Result<Device, String>> = OnceLock::new();
+                static WGPU: std::sync::OnceLock<std::result::Result<Device, String>> = std::sync::OnceLock::new();
                 WGPU.get_or_init(|| Device::wgpu_options().init().map_err(|e| e.to_string()))
                     .clone()
                     .map_err(|message| Error::Device { device: "wgpu".into(), message })
