@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::error::{Error, Result, read_json};
+use crate::error::{Error, Result};
 
 /// Feed-forward activation, parsed from `feed_forward_proj` as Hugging Face does:
 /// `"[gated-]ACT"`, where `gated-gelu` means the tanh-approximated `gelu_new`.
@@ -100,7 +100,12 @@ impl Default for T5Config {
 impl T5Config {
     /// Reads and validates `config.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let cfg: Self = read_json(path)?;
+        Self::from_slice(&std::fs::read(path).map_err(|e| Error::io(path, e))?, path)
+    }
+
+    /// Parses and validates the bytes of a `config.json`; `path` names it in errors.
+    pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Self> {
+        let cfg: Self = serde_json::from_slice(bytes).map_err(|source| Error::Json { path: path.into(), source })?;
         cfg.validate().map_err(|m| Error::config(path, m))?;
         Ok(cfg)
     }

@@ -142,11 +142,6 @@ impl Embedder {
         Ok(Self { model, tokenizer, device: device.clone(), batch_size: options.batch_size, report, layout })
     }
 
-    /// Wraps an already built model (for example one being trained).
-    pub fn from_parts(model: SentenceT5, tokenizer: T5Tokenizer, device: &Device, batch_size: usize, layout: ModelLayout) -> Self {
-        Self { model, tokenizer, device: device.clone(), batch_size: batch_size.max(1), report: LoadReport::default(), layout }
-    }
-
     pub fn dim(&self) -> usize {
         self.model.dim()
     }

@@ -74,9 +74,3 @@ impl Error {
         Error::Layout { path: path.into(), message: message.into() }
     }
 }
-
-/// Reads and parses a JSON file, naming it in any error.
-pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
-    let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_slice(&text).map_err(|source| Error::Json { path: path.into(), source })
-}

@@ -156,8 +156,7 @@ impl ModelLayout {
         let Some(bytes) = files.read(&config_rel)? else {
             return Err(Error::layout(files.path(transformer), "no config.json (expected a sentence-transformers or Hugging Face T5 directory)"));
         };
-        let config: T5Config = serde_json::from_slice(&bytes).map_err(|source| Error::Json { path: files.path(&config_rel), source })?;
-        config.validate().map_err(|m| Error::config(files.path(&config_rel), m))?;
+        let config = T5Config::from_slice(&bytes, &files.path(&config_rel))?;
         let find = |name: &str| [join(transformer, name), name.to_string()].into_iter().find(|p| files.exists(p));
         let sbert: SbertConfig = match find("sentence_bert_config.json") {
             Some(p) => files.json(&p)?.unwrap_or_default(),

@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 
 use burn::module::Param;
@@ -109,11 +109,6 @@ impl Checkpoint {
     /// The stored shape of a tensor.
     pub fn shape(&self, name: &str) -> Option<&[usize]> {
         self.entries.get(name).map(|e| e.shape.as_slice())
-    }
-
-    /// The file that holds `name`, for error messages.
-    pub fn file_of(&self, name: &str) -> Option<&Path> {
-        self.entries.get(name).map(|e| self.files[e.file].0.as_path())
     }
 
     /// Decodes a tensor to f32 (F16 and BF16 are widened exactly).
@@ -235,14 +230,6 @@ impl VarBuilder {
 
     fn full(&self, name: &str) -> String {
         if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) }
-    }
-
-    /// True when loading from a checkpoint that holds `name` (under any alias), or when initialising.
-    pub fn contains(&self, name: &str) -> bool {
-        match &self.src.checkpoint {
-            Some(c) => c.resolve(&self.full(name)).is_some(),
-            None => true,
-        }
     }
 
     /// The tensor `name` with `shape` as host data. `transpose` flips a stored `[out, in]`
