@@ -175,12 +175,10 @@ impl Embedder {
 
     /// As [`embed`](Self::embed), calling `progress(done, total)` after each batch.
     pub fn embed_with_progress<S: AsRef<str>>(&self, texts: &[S], mut progress: impl FnMut(usize, usize)) -> Result<Embeddings> {
-        let ids = self.tokenize(texts)?;
-        let mut out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
+        let (ids, plan, mut out) = self.prepare(texts)?;
         let mut done = 0;
-        for batch in plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size) {
-            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-            out.place(&batch, &self.forward_ids(&seqs)?);
+        for batch in plan {
+            out.place(&batch, &rows(self.run(&ids, &batch).try_into_data())?);
             done += batch.len();
             progress(done, ids.len());
         }
@@ -190,15 +188,26 @@ impl Embedder {
     /// As [`embed`](Self::embed), reading each batch back asynchronously: the form a browser
     /// needs, where WebGPU results cannot be awaited synchronously.
     pub async fn embed_async<S: AsRef<str>>(&self, texts: &[S]) -> Result<Embeddings> {
-        let ids = self.tokenize(texts)?;
-        let mut out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
-        for batch in plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size) {
-            let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-            let (ids_t, mask) = self.batch_tensors(&seqs);
-            let data = self.model.forward(ids_t, mask).into_data_async().await.map_err(|e| Error::Readback(format!("{e:?}")))?;
-            out.place(&batch, &data.try_into_vec::<f32>().map_err(|e| Error::Readback(format!("{e:?}")))?);
+        let (ids, plan, mut out) = self.prepare(texts)?;
+        for batch in plan {
+            out.place(&batch, &rows(self.run(&ids, &batch).into_data_async().await)?);
         }
         Ok(out)
+    }
+
+    /// Tokenizes, plans length-bucketed batches and allocates the `[n, dim]` output.
+    fn prepare<S: AsRef<str>>(&self, texts: &[S]) -> Result<(Vec<Vec<u32>>, Vec<Vec<usize>>, Embeddings)> {
+        let ids = self.tokenize(texts)?;
+        let plan = plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size);
+        let out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
+        Ok((ids, plan, out))
+    }
+
+    /// Forward pass over the texts `batch` (indices into `ids`): `[batch.len(), dim]` on the device.
+    fn run(&self, ids: &[Vec<u32>], batch: &[usize]) -> Tensor<2> {
+        let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
+        let (ids, mask) = self.batch_tensors(&seqs);
+        self.model.forward(ids, mask)
     }
 
     /// Token ids of each text, checked against the model's vocabulary.
@@ -219,11 +228,7 @@ impl Embedder {
     /// Runs one padded batch of token ids; returns `[batch, dim]` row-major.
     pub fn forward_ids(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
         let (ids, mask) = self.batch_tensors(seqs);
-        self.model
-            .forward(ids, mask)
-            .into_data()
-            .try_into_vec::<f32>()
-            .map_err(|e| Error::Readback(format!("{e:?}")))
+        rows(self.model.forward(ids, mask).try_into_data())
     }
 
     /// Pads `seqs` and uploads ids `[batch, seq]` and mask `[batch, seq]`.
@@ -233,4 +238,9 @@ impl Embedder {
         let mask = Tensor::<2>::from_data(TensorData::new(b.mask, [b.batch, b.seq]), &self.device);
         (ids, mask)
     }
+}
+
+/// Host rows of a read-back `[batch, dim]` tensor.
+fn rows<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<f32>> {
+    data.map_err(|e| Error::Readback(format!("{e:?}")))?.try_into_vec::<f32>().map_err(|e| Error::Readback(format!("{e:?}")))
 }

@@ -158,17 +158,27 @@ fn features(items: &[Labeled], emb: &dyn Lookup) -> (Vec<f32>, Vec<usize>) {
     (x, items.iter().map(|i| i.label).collect())
 }
 
-/// `[u, v, |u−v|, u*v]` per pair (SentEval's pair features).
-fn pair_features(items: &[LabeledPair], emb: &dyn Lookup) -> (Vec<f32>, Vec<usize>) {
-    let mut x = Vec::with_capacity(items.len() * emb.dim() * 4);
-    for p in items {
-        let (u, v) = (emb.get(&p.a), emb.get(&p.b));
+/// `[u, v, |u−v|, u*v]` per `(a, b, label)` (SentEval's pair features), with the labels.
+fn pair_features<'a>(items: impl Iterator<Item = (&'a str, &'a str, usize)>, emb: &dyn Lookup) -> (Vec<f32>, Vec<usize>) {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for (a, b, label) in items {
+        let (u, v) = (emb.get(a), emb.get(b));
         x.extend_from_slice(u);
         x.extend_from_slice(v);
         x.extend(u.iter().zip(v).map(|(a, b)| (a - b).abs()));
         x.extend(u.iter().zip(v).map(|(a, b)| a * b));
+        y.push(label);
     }
-    (x, items.iter().map(|p| p.label).collect())
+    (x, y)
+}
+
+fn labeled(v: &[LabeledPair]) -> impl Iterator<Item = (&str, &str, usize)> {
+    v.iter().map(|p| (p.a.as_str(), p.b.as_str(), p.label))
+}
+
+/// Scored pairs with the score rounded to an integer class.
+fn binned(v: &[ScoredPair]) -> impl Iterator<Item = (&str, &str, usize)> {
+    v.iter().map(|p| (p.a.as_str(), p.b.as_str(), p.score.round() as usize))
 }
 
 impl ClassifyTask {
@@ -239,7 +249,7 @@ impl ClassifyTask {
                 ClassifyResult { name: self.name.clone(), accuracy: 100.0 * accuracy(&pred, &yte), f1: None, c: vec![c], n_train: tr.len(), n_test: te.len() }
             }
             Split::Pairs(tr, te) => {
-                let ((xtr, ytr), (xte, yte)) = (pair_features(tr, emb), pair_features(te, emb));
+                let ((xtr, ytr), (xte, yte)) = (pair_features(labeled(tr), emb), pair_features(labeled(te), emb));
                 let (pred, c) = fit_eval(&xtr, &ytr, 4 * d, &xte);
                 ClassifyResult {
                     name: self.name.clone(),
@@ -251,8 +261,7 @@ impl ClassifyTask {
                 }
             }
             Split::Regression(tr, te) => {
-                let bin = |v: &[ScoredPair]| v.iter().map(|p| LabeledPair { a: p.a.clone(), b: p.b.clone(), label: p.score.round() as usize }).collect::<Vec<_>>();
-                let ((xtr, ytr), (xte, _)) = (pair_features(&bin(tr), emb), pair_features(&bin(te), emb));
+                let ((xtr, ytr), (xte, _)) = (pair_features(binned(tr), emb), pair_features(binned(te), emb));
                 let classes = ytr.iter().copied().max().unwrap_or(0) + 1;
                 let train = Dataset { x: &xtr, d: 4 * d, y: &ytr, classes };
                 let (model, c) = fit_with_inner_cv(&train, proto.inner_folds, proto.seed, proto.solver);
