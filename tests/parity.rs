@@ -13,6 +13,7 @@ fn options(model: &str, variant: Option<Variant>, batch_size: usize) -> LoadOpti
         tokenizer: (!dir.join("tokenizer.json").exists()).then(tokenizer_json),
         max_seq_length: None,
         batch_size,
+        max_buffer_bytes: None,
     }
 }
 
@@ -93,6 +94,44 @@ fn batch_invariance_cpu() {
 fn batch_invariance_wgpu() {
     if let Some(device) = wgpu_device() {
         check_batch_invariance(&device, "wgpu");
+    }
+}
+
+/// A device buffer limit splits batches so that no activation outgrows it, without changing a
+/// single embedding; a weight or a text that cannot fit is a typed error naming it.
+#[test]
+fn buffer_limit_splits_batches_and_names_what_cannot_fit() {
+    let device = Backend::Cpu.device().unwrap();
+    let model = "st-enc-mean-relu";
+    // Long texts (max length raised to 512) so that activations, not weights, hit the limit.
+    let mut texts: Vec<String> = [300, 260, 200, 150, 90, 40].iter().map(|&n| "word ".repeat(n)).collect();
+    texts.extend(expected(model).sentences);
+    let opts = |limit| LoadOptions { max_seq_length: Some(512), max_buffer_bytes: limit, ..options(model, None, 64) };
+    let free = Embedder::load(&fixture(model), &opts(None), &device).unwrap();
+    let want = free.embed(&texts).unwrap();
+    let cfg = free.layout().config.clone();
+    let lens: Vec<usize> = free.tokenizer().encode_batch(&texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap().iter().map(Vec::len).collect();
+    // Room for exactly two texts of the longest length per buffer.
+    let limit = 2 * cfg.activation_bytes_per_text(lens[0]);
+    assert!(limit >= cfg.largest_weight().1, "the weights must fit for this test");
+    let capped = Embedder::load(&fixture(model), &opts(Some(limit)), &device).unwrap();
+    let plan = capped.plan(&texts).unwrap();
+    assert!(plan.len() > 2, "the limit should split the batch: {plan:?}");
+    for batch in &plan {
+        let seq = batch.iter().map(|&i| lens[i]).max().unwrap();
+        let need = batch.len() as u64 * cfg.activation_bytes_per_text(seq);
+        assert!(need <= limit, "batch {batch:?} needs {need} bytes > {limit}");
+    }
+    let got = capped.embed(&texts).unwrap();
+    let err = (0..texts.len()).map(|i| max_abs_diff(got.row(i), want.row(i))).fold(0.0, f32::max);
+    assert!(err <= TOL, "split batches changed embeddings by {err:e}");
+
+    let msg = Embedder::load(&fixture(model), &opts(Some(1024)), &device).err().expect("weights over the limit").to_string();
+    assert!(msg.contains("shared.weight") && msg.contains("1024"), "{msg}");
+    let e = Embedder::load(&fixture(model), &opts(Some(cfg.largest_weight().1)), &device).unwrap();
+    match e.embed(&["short", texts[0].as_str()]) {
+        Err(Error::Limit { what, .. }) => assert!(what.starts_with("text 1"), "{what}"),
+        other => panic!("expected a limit error for text 1, got {other:?}"),
     }
 }
 

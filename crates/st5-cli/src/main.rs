@@ -120,6 +120,7 @@ impl ModelArgs {
             tokenizer: self.tokenizer.clone(),
             max_seq_length: self.max_seq_length,
             batch_size: self.batch_size,
+            max_buffer_bytes: None,
         };
         let embedder = Embedder::load(&dir, &options, &device).with_context(|| format!("loading model {}", dir.display()))?;
         let unused = &embedder.report().unused;

@@ -2,11 +2,21 @@
 //! results are put back in input order.
 
 /// Splits indices `0..lengths.len()` into batches of at most `batch_size`, grouping similar
-/// lengths (sorted by length, longest first, ties in input order).
-pub fn plan_batches(lengths: &[usize], batch_size: usize) -> Vec<Vec<usize>> {
+/// lengths (sorted by length, longest first, ties in input order). A batch whose longest text
+/// has `n` tokens holds at most `max_rows(n)` texts (at least one), so that no device buffer
+/// outgrows the device's limits.
+pub fn plan_batches(lengths: &[usize], batch_size: usize, max_rows: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..lengths.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(lengths[i]));
-    order.chunks(batch_size.max(1)).map(<[usize]>::to_vec).collect()
+    let mut batches = Vec::new();
+    let mut rest = order.as_slice();
+    while let Some(&first) = rest.first() {
+        // Sorted longest first: the first text's length bounds the whole batch.
+        let take = batch_size.min(max_rows(lengths[first])).clamp(1, rest.len());
+        batches.push(rest[..take].to_vec());
+        rest = &rest[take..];
+    }
+    batches
 }
 
 /// A padded batch in host memory: ids `[batch, seq]` and mask `[batch, seq]` (1.0 token, 0.0 pad).
@@ -38,15 +48,21 @@ mod tests {
 
     #[test]
     fn batches_cover_every_index_once_grouped_by_length() {
-        let cases: [(&[usize], usize, &[&[usize]]); 5] = [
-            (&[], 4, &[]),
-            (&[3], 4, &[&[0]]),
-            (&[1, 5, 3, 5, 2], 2, &[&[1, 3], &[2, 4], &[0]]),
-            (&[2, 2, 2], 1, &[&[0], &[1], &[2]]),
-            (&[4, 1, 9], 0, &[&[2], &[0], &[1]]),
+        // (lengths, batch size, rows allowed per batch as a function of its longest text, want)
+        let unlimited = |_: usize| usize::MAX;
+        let budget = |n: usize| 12 / n; // e.g. a 12-token buffer limit
+        let cases: [(&[usize], usize, &dyn Fn(usize) -> usize, &[&[usize]]); 8] = [
+            (&[], 4, &unlimited, &[]),
+            (&[3], 4, &unlimited, &[&[0]]),
+            (&[1, 5, 3, 5, 2], 2, &unlimited, &[&[1, 3], &[2, 4], &[0]]),
+            (&[2, 2, 2], 1, &unlimited, &[&[0], &[1], &[2]]),
+            (&[4, 1, 9], 0, &unlimited, &[&[2], &[0], &[1]]),
+            (&[6, 6, 6, 2, 2, 2, 2, 2, 2, 2], 8, &budget, &[&[0, 1], &[2, 3], &[4, 5, 6, 7, 8, 9]]),
+            (&[20, 1], 8, &budget, &[&[0], &[1]]),
+            (&[3, 3, 3], 8, &|_| 0, &[&[0], &[1], &[2]]),
         ];
-        for (lengths, bs, want) in cases {
-            let got = plan_batches(lengths, bs);
+        for (lengths, bs, max_rows, want) in cases {
+            let got = plan_batches(lengths, bs, max_rows);
             let want: Vec<Vec<usize>> = want.iter().map(|b| b.to_vec()).collect();
             assert_eq!(got, want, "lengths {lengths:?} batch {bs}");
         }

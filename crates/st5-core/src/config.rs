@@ -124,6 +124,28 @@ impl T5Config {
         self.num_heads * self.d_kv
     }
 
+    /// Bytes of the largest f32 activation one text of `seq` tokens needs in a forward pass:
+    /// attention scores `[heads, seq, seq]`, the FFN hidden `[seq, d_ff]`, q/k/v
+    /// `[seq, heads * d_kv]` or hidden states `[seq, d_model]`. A batch of `b` texts needs `b`
+    /// times this in one buffer.
+    pub fn activation_bytes_per_text(&self, seq: usize) -> u64 {
+        let widest = (self.num_heads * seq).max(self.d_ff).max(self.inner_dim()).max(self.d_model);
+        4 * (seq * widest) as u64
+    }
+
+    /// The largest weight tensor as `(name, f32 bytes)`: the embedding table or an FFN matrix.
+    pub fn largest_weight(&self) -> (&'static str, u64) {
+        [
+            ("shared.weight", self.vocab_size * self.d_model),
+            ("encoder.block.*.layer.1.DenseReluDense.wi*.weight", self.d_ff * self.d_model),
+            ("encoder.block.*.layer.0.SelfAttention.q.weight", self.inner_dim() * self.d_model),
+        ]
+        .into_iter()
+        .map(|(n, elems)| (n, 4 * elems as u64))
+        .max_by_key(|&(_, b)| b)
+        .expect("non-empty")
+    }
+
     /// Checks every value inference depends on; the message names the key.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(t) = self.model_type.as_deref() {

@@ -54,14 +54,22 @@ impl Backend {
     }
 
     /// The device, initialised asynchronously: what a browser needs (WebGPU adapters are only
-    /// handed out through promises). Call once per page; clone the device to reuse it.
-    pub async fn device_async(self) -> Result<Device> {
+    /// handed out through promises), with the largest buffer it allows in bytes (`None` for the
+    /// CPU). burn requests the adapter's own limits, not WebGPU's defaults, so a model whose
+    /// embedding table outgrows 128 MiB still fits where the GPU allows it. Call once per page;
+    /// clone the device to reuse it.
+    pub async fn device_async(self) -> Result<(Device, Option<u64>)> {
         match self {
-            Backend::Cpu => Ok(Device::flex()),
-            Backend::Wgpu => Device::wgpu_options()
-                .init_async()
-                .await
-                .map_err(|e| Error::Device { device: "wgpu".into(), message: e.to_string() }),
+            Backend::Cpu => Ok((Device::flex(), None)),
+            Backend::Wgpu => {
+                let (device, setup) = Device::wgpu_options()
+                    .init_with_setup_async()
+                    .await
+                    .map_err(|e| Error::Device { device: "wgpu".into(), message: e.to_string() })?;
+                let limits = setup.device.limits();
+                // A tensor is bound as one storage buffer, so both limits apply to it.
+                Ok((device, Some(limits.max_storage_buffer_binding_size.min(limits.max_buffer_size))))
+            }
         }
     }
 }

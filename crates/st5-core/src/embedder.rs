@@ -25,11 +25,14 @@ pub struct LoadOptions {
     pub max_seq_length: Option<usize>,
     /// Texts per forward pass.
     pub batch_size: usize,
+    /// The largest device buffer allowed, in bytes (WebGPU's `maxStorageBufferBindingSize` /
+    /// `maxBufferSize`). Batches are split so that no activation outgrows it; `None`: no limit.
+    pub max_buffer_bytes: Option<u64>,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { variant: None, tokenizer: None, max_seq_length: None, batch_size: 32 }
+        Self { variant: None, tokenizer: None, max_seq_length: None, batch_size: 32, max_buffer_bytes: None }
     }
 }
 
@@ -69,6 +72,7 @@ pub struct Embedder {
     tokenizer: T5Tokenizer,
     device: Device,
     batch_size: usize,
+    max_buffer_bytes: Option<u64>,
     report: LoadReport,
     layout: ModelLayout,
 }
@@ -90,6 +94,12 @@ impl Embedder {
         let layout = ModelLayout::read(files)?;
         let variant = options.variant.or(layout.pooling).unwrap_or(Variant::EncMean);
         let cfg = &layout.config;
+        if let (Some(limit), (name, bytes)) = (options.max_buffer_bytes, cfg.largest_weight())
+            && bytes > limit
+        {
+            let hint = "; use the CPU device or a device with larger buffers";
+            return Err(Error::Limit { what: format!("weight `{name}`"), bytes, limit, hint });
+        }
         let mut width = cfg.d_model;
         for (dir, (d_in, d_out, _)) in &layout.dense {
             if *d_in != width {
@@ -139,7 +149,7 @@ impl Embedder {
                 return Err(Error::layout(files.path(""), "no tokenizer.json in the model directory; pass one explicitly (--tokenizer)"));
             }
         };
-        Ok(Self { model, tokenizer, device: device.clone(), batch_size: options.batch_size, report, layout })
+        Ok(Self { model, tokenizer, device: device.clone(), batch_size: options.batch_size, max_buffer_bytes: options.max_buffer_bytes, report, layout })
     }
 
     pub fn dim(&self) -> usize {
@@ -195,12 +205,27 @@ impl Embedder {
         Ok(out)
     }
 
-    /// Tokenizes, plans length-bucketed batches and allocates the `[n, dim]` output.
+    /// Tokenizes, plans length-bucketed batches within the device's buffer limit and allocates
+    /// the `[n, dim]` output.
     fn prepare<S: AsRef<str>>(&self, texts: &[S]) -> Result<(Vec<Vec<u32>>, Vec<Vec<usize>>, Embeddings)> {
         let ids = self.tokenize(texts)?;
-        let plan = plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size);
+        let cfg = &self.layout.config;
+        let limit = self.max_buffer_bytes.unwrap_or(u64::MAX);
+        if let Some((i, t)) = ids.iter().enumerate().max_by_key(|(_, t)| t.len())
+            && cfg.activation_bytes_per_text(t.len()) > limit
+        {
+            let (what, bytes) = (format!("text {i} ({} tokens)", t.len()), cfg.activation_bytes_per_text(t.len()));
+            return Err(Error::Limit { what, bytes, limit, hint: "; lower the maximum sequence length" });
+        }
+        let max_rows = |seq: usize| usize::try_from(limit / cfg.activation_bytes_per_text(seq).max(1)).unwrap_or(usize::MAX);
+        let plan = plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size, max_rows);
         let out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
         Ok((ids, plan, out))
+    }
+
+    /// The batches [`embed`](Self::embed) would run for `texts`, as indices (for tests and tuning).
+    pub fn plan<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Vec<usize>>> {
+        self.prepare(texts).map(|(_, plan, _)| plan)
     }
 
     /// Forward pass over the texts `batch` (indices into `ids`): `[batch.len(), dim]` on the device.

@@ -55,6 +55,9 @@ pub enum Error {
     /// Reading a result back from the device failed.
     #[error("reading results from the device failed: {0}")]
     Readback(String),
+    /// One tensor would need a larger device buffer than the device allows.
+    #[error("{what} needs {bytes} bytes in one device buffer, but this device allows at most {limit}{hint}")]
+    Limit { what: String, bytes: u64, limit: u64, hint: &'static str },
     /// An argument is invalid (a zero batch size, an unknown variant name, ...).
     #[error("{0}")]
     Invalid(String),

@@ -59,7 +59,7 @@ impl ModelFiles for Dir {
 #[derive(Default, Clone)]
 pub struct MemoryFiles {
     pub files: BTreeMap<String, Vec<u8>>,
-    /// Shown before paths in messages.
+    /// Shown before paths in messages, separator included (`memory:`, a base URL).
     pub label: String,
 }
 
@@ -80,7 +80,7 @@ impl MemoryFiles {
         }
         let mut files = BTreeMap::new();
         walk(dir, dir, &mut files)?;
-        Ok(Self { files, label: "memory".into() })
+        Ok(Self { files, label: "memory:".into() })
     }
 }
 
@@ -89,7 +89,7 @@ impl ModelFiles for MemoryFiles {
         Ok(self.files.get(rel).cloned())
     }
     fn path(&self, rel: &str) -> PathBuf {
-        PathBuf::from(format!("{}:{rel}", self.label))
+        PathBuf::from(format!("{}{rel}", self.label))
     }
     fn exists(&self, rel: &str) -> bool {
         self.files.contains_key(rel)

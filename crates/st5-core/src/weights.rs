@@ -46,27 +46,18 @@ struct ShardIndex {
 }
 
 impl Checkpoint {
-    /// Opens the weights in folder `dir` of a model: `model.safetensors`, or the shards listed
-    /// by `model.safetensors.index.json`. A `pytorch_model.bin` alone is refused by name.
-    pub fn open(files: &impl ModelFiles, dir: &str) -> Result<Self> {
+    /// The weight files of folder `dir` (relative paths): the shards listed by
+    /// `model.safetensors.index.json`, else `model.safetensors`. A `pytorch_model.bin` alone is
+    /// refused by name. Loading and the browser's file discovery both use this list.
+    pub fn weight_files(files: &impl ModelFiles, dir: &str) -> Result<Vec<String>> {
         let index = join(dir, "model.safetensors.index.json");
         if let Some(idx) = files.json::<ShardIndex>(&index)? {
             let shards: BTreeSet<&String> = idx.weight_map.values().collect();
-            let mut buffers = Vec::new();
-            for shard in shards {
-                let rel = join(dir, shard);
-                let bytes = files.read(&rel)?.ok_or_else(|| Error::layout(files.path(&index), format!("lists shard {shard}, which is missing")))?;
-                buffers.push((files.path(&rel), bytes));
-            }
-            let ckpt = Self::from_buffers(buffers)?;
-            if let Some(name) = idx.weight_map.keys().find(|n| !ckpt.entries.contains_key(*n)) {
-                return Err(Error::layout(files.path(&index), format!("lists tensor `{name}`, which no shard holds")));
-            }
-            return Ok(ckpt);
+            return Ok(shards.into_iter().map(|s| join(dir, s)).collect());
         }
         let single = join(dir, "model.safetensors");
-        if let Some(bytes) = files.read(&single)? {
-            return Self::from_buffers(vec![(files.path(&single), bytes)]);
+        if files.exists(&single) {
+            return Ok(vec![single]);
         }
         let bin = join(dir, "pytorch_model.bin");
         if files.exists(&bin) {
@@ -77,6 +68,23 @@ impl Checkpoint {
             ));
         }
         Err(Error::layout(files.path(dir), "no model.safetensors or model.safetensors.index.json"))
+    }
+
+    /// Opens the weights in folder `dir` of a model (see [`Checkpoint::weight_files`]).
+    pub fn open(files: &impl ModelFiles, dir: &str) -> Result<Self> {
+        let index = join(dir, "model.safetensors.index.json");
+        let mut buffers = Vec::new();
+        for rel in Self::weight_files(files, dir)? {
+            let bytes = files.read(&rel)?.ok_or_else(|| Error::layout(files.path(&rel), "missing: a weight file of this model (listed by the shard index)"))?;
+            buffers.push((files.path(&rel), bytes));
+        }
+        let ckpt = Self::from_buffers(buffers)?;
+        if let Some(idx) = files.json::<ShardIndex>(&index)?
+            && let Some(name) = idx.weight_map.keys().find(|n| !ckpt.entries.contains_key(*n))
+        {
+            return Err(Error::layout(files.path(&index), format!("lists tensor `{name}`, which no shard holds")));
+        }
+        Ok(ckpt)
     }
 
     /// Parses and validates safetensors buffers, each named by the path shown in errors; a

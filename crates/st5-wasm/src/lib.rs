@@ -1,32 +1,37 @@
 //! `st5-wasm`: the st5-core Sentence-T5 model in the browser through wasm-bindgen. WebGPU runs
 //! through burn's wgpu backend, with burn's flex backend as the CPU fallback; model files come
-//! from memory (fetched or picked by the JS layer in `pkg/`). Errors become `JsError` here, once.
+//! from memory (fetched or picked by the JS layer in `pkg/`, which also queues calls and falls
+//! back to the CPU). Errors become `JsError` here, once.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use js_sys::{Float32Array, Object, Promise, Uint8Array};
-use serde::Deserialize;
+use js_sys::{Float32Array, Object, Promise, Reflect, Uint8Array};
+use serde::{Deserialize, Serialize};
+use st5_core::probe::{FilePlan, Probe, plan};
 use st5_core::{Backend, Device, Embedder, LoadOptions, MemoryFiles, Variant};
 use wasm_bindgen::prelude::*;
 
 /// Options accepted by [`Model::load`], as a plain JS object.
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Options {
     /// `"auto"` (WebGPU when an adapter and device can be had, else CPU), `"webgpu"` or `"cpu"`.
     device: Option<String>,
     variant: Option<String>,
     batch_size: Option<usize>,
     max_seq_length: Option<usize>,
+    /// Caps device buffers below the adapter's own limit.
+    max_buffer_bytes: Option<u64>,
 }
 
 thread_local! {
-    /// burn's WebGPU runtime is initialised once per page; later models reuse the device.
-    static WEBGPU: RefCell<Option<Device>> = const { RefCell::new(None) };
+    /// burn's WebGPU runtime is initialised once per page; later models reuse the device and
+    /// its buffer limit.
+    static WEBGPU: RefCell<Option<(Device, Option<u64>)>> = const { RefCell::new(None) };
 }
 
-async fn webgpu() -> Result<Device, st5_core::Error> {
+async fn webgpu() -> Result<(Device, Option<u64>), st5_core::Error> {
     if let Some(d) = WEBGPU.with(|w| w.borrow().clone()) {
         return Ok(d);
     }
@@ -35,30 +40,75 @@ async fn webgpu() -> Result<Device, st5_core::Error> {
     Ok(d)
 }
 
-fn js(e: impl std::fmt::Display) -> JsError {
-    JsError::new(&e.to_string())
+/// The one conversion of core errors to JS. Device failures (a lost device, a failed read-back
+/// or WebGPU initialisation) carry `code: "device"`, which the JS layer answers by re-running
+/// the call on the CPU; anything else is the caller's to fix.
+fn js_error(e: st5_core::Error) -> JsValue {
+    let code = match e {
+        st5_core::Error::Device { .. } | st5_core::Error::Readback(_) => "device",
+        st5_core::Error::Limit { .. } => "limit",
+        _ => "model",
+    };
+    let err = JsValue::from(JsError::new(&e.to_string()));
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = Reflect::set(&err, &"code".into(), &code.into());
+    err
+}
+
+fn invalid(message: &str) -> JsValue {
+    js_error(st5_core::Error::Invalid(message.to_string()))
+}
+
+/// `[name, value]` pairs of an object or a `Map`.
+fn entries(value: &JsValue, what: &str) -> Result<js_sys::Array, JsValue> {
+    if let Some(map) = value.dyn_ref::<js_sys::Map>() {
+        Ok(js_sys::Array::from(&map.entries().into()))
+    } else if let Some(obj) = value.dyn_ref::<Object>() {
+        Ok(Object::entries(obj))
+    } else {
+        Err(invalid(&format!("{what} must be an object or Map from file name to Uint8Array/ArrayBuffer")))
+    }
 }
 
 /// Reads `{ "path": Uint8Array | ArrayBuffer }` (or a `Map` of the same) into memory.
-fn files_from_js(files: &JsValue) -> Result<MemoryFiles, JsError> {
-    let entries = if let Some(map) = files.dyn_ref::<js_sys::Map>() {
-        js_sys::Array::from(&map.entries().into())
-    } else if let Some(obj) = files.dyn_ref::<Object>() {
-        Object::entries(obj)
-    } else {
-        return Err(JsError::new("files must be an object or Map from file name to Uint8Array/ArrayBuffer"));
-    };
-    let mut out = MemoryFiles { label: "files".into(), ..Default::default() };
-    for entry in entries.iter() {
+fn files_from_js(files: &JsValue, label: &str) -> Result<MemoryFiles, JsValue> {
+    let mut out = MemoryFiles { label: label.into(), ..Default::default() };
+    for entry in entries(files, "files")?.iter() {
         let pair = js_sys::Array::from(&entry);
-        let name = pair.get(0).as_string().ok_or_else(|| JsError::new("file names must be strings"))?;
+        let name = pair.get(0).as_string().ok_or_else(|| invalid("file names must be strings"))?;
         let value = pair.get(1);
         if !(value.is_instance_of::<Uint8Array>() || value.is_instance_of::<js_sys::ArrayBuffer>()) {
-            return Err(JsError::new(&format!("file `{name}` must be a Uint8Array or ArrayBuffer")));
+            return Err(invalid(&format!("file `{name}` must be a Uint8Array or ArrayBuffer (read Blobs first)")));
         }
         out.files.insert(name.trim_start_matches("./").to_string(), Uint8Array::new(&value).to_vec());
     }
     Ok(out)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "lowercase")]
+enum PlanOut {
+    Need(Vec<String>),
+    Ready(Vec<String>),
+}
+
+/// One step of discovering a remote model's files (see `st5_core::probe`). `fetched` maps the
+/// files fetched so far to their bytes, `present` names files known to exist (weights, checked
+/// with HEAD), `absent` those that gave 404, and `label` (the base URL) prefixes paths in
+/// errors. Returns `{ need: [...] }`: fetch these (GET; HEAD for `.safetensors`/`.bin`) and call
+/// again; or `{ ready: [...] }`: download these weight files, then `Model.load`.
+#[wasm_bindgen(js_name = planFiles)]
+pub fn plan_files(fetched: JsValue, present: Vec<String>, absent: Vec<String>, label: String) -> Result<JsValue, JsValue> {
+    let fetched = files_from_js(&fetched, &label)?;
+    let mut probe = Probe::new(label);
+    probe.fetched = fetched.files;
+    probe.present = present.into_iter().collect();
+    probe.absent = absent.into_iter().collect();
+    let out = match plan(&probe).map_err(js_error)? {
+        FilePlan::Need(v) => PlanOut::Need(v),
+        FilePlan::Ready(v) => PlanOut::Ready(v),
+    };
+    serde_wasm_bindgen::to_value(&out).map_err(|e| invalid(&e.to_string()))
 }
 
 /// A loaded Sentence-T5 model.
@@ -70,39 +120,47 @@ pub struct Model {
 
 #[wasm_bindgen]
 impl Model {
-    /// Loads a model from in-memory files (sentence-transformers or Hugging Face T5 layout).
-    pub async fn load(files: JsValue, options: JsValue) -> Result<Model, JsError> {
-        let files = files_from_js(&files)?;
+    /// Loads a model from in-memory files (sentence-transformers or Hugging Face T5 layout);
+    /// `label` prefixes file names in errors (the base URL they came from).
+    pub async fn load(files: JsValue, options: JsValue, label: Option<String>) -> Result<Model, JsValue> {
+        let files = files_from_js(&files, label.as_deref().unwrap_or("files:"))?;
         let options: Options = if options.is_undefined() || options.is_null() {
             Options::default()
         } else {
-            serde_wasm_bindgen::from_value(options).map_err(js)?
+            serde_wasm_bindgen::from_value(options).map_err(|e| invalid(&format!("options: {e}")))?
+        };
+        let (device, limit, name) = match options.device.as_deref().unwrap_or("auto") {
+            "cpu" => (Device::flex(), None, "cpu"),
+            "webgpu" => {
+                let (d, limit) = webgpu().await.map_err(js_error)?;
+                (d, limit, "webgpu")
+            }
+            "auto" => match webgpu().await {
+                Ok((d, limit)) => (d, limit, "webgpu"),
+                Err(_) => (Device::flex(), None, "cpu"),
+            },
+            other => return Err(invalid(&format!("unknown device `{other}` (expected auto, webgpu or cpu)"))),
         };
         let load = LoadOptions {
-            variant: options.variant.as_deref().map(str::parse::<Variant>).transpose().map_err(js)?,
+            variant: options.variant.as_deref().map(str::parse::<Variant>).transpose().map_err(js_error)?,
             tokenizer: None,
             max_seq_length: options.max_seq_length,
             batch_size: options.batch_size.unwrap_or(32),
-        };
-        let (device, name) = match options.device.as_deref().unwrap_or("auto") {
-            "cpu" => (Device::flex(), "cpu"),
-            "webgpu" => (webgpu().await.map_err(js)?, "webgpu"),
-            "auto" => match webgpu().await {
-                Ok(d) => (d, "webgpu"),
-                Err(_) => (Device::flex(), "cpu"),
+            max_buffer_bytes: match (limit, options.max_buffer_bytes) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             },
-            other => return Err(JsError::new(&format!("unknown device `{other}` (expected auto, webgpu or cpu)"))),
         };
-        let embedder = Embedder::load_from(&files, &load, &device).map_err(js)?;
+        let embedder = Embedder::load_from(&files, &load, &device).map_err(js_error)?;
         Ok(Model { embedder: Rc::new(embedder), device: name })
     }
 
     /// Embeds `texts`; resolves to a `Float32Array` of `texts.length * dim` values, row-major,
-    /// in input order.
+    /// in input order, each row L2-normalised when the model has a Normalize module.
     pub fn embed(&self, texts: Vec<String>) -> Promise {
         let embedder = self.embedder.clone();
         wasm_bindgen_futures::future_to_promise(async move {
-            let e = embedder.embed_async(&texts).await.map_err(|e| JsValue::from(js(e)))?;
+            let e = embedder.embed_async(&texts).await.map_err(js_error)?;
             Ok(Float32Array::from(e.data.as_slice()).into())
         })
     }
@@ -117,5 +175,25 @@ impl Model {
     #[wasm_bindgen(getter)]
     pub fn device(&self) -> String {
         self.device.to_string()
+    }
+
+    /// Tokens kept per text; longer texts are truncated, as sentence-transformers does.
+    #[wasm_bindgen(getter, js_name = maxSeqLength)]
+    pub fn max_seq_length(&self) -> usize {
+        self.embedder.tokenizer().max_len()
+    }
+
+    /// `"enc-mean"`, `"enc-first"` or `"encdec-first"`.
+    #[wasm_bindgen(getter)]
+    pub fn variant(&self) -> String {
+        self.embedder.variant().to_string()
+    }
+
+    /// Batches `embed` would run for `texts` (text indices), after splitting to the device's
+    /// buffer limit.
+    #[wasm_bindgen(js_name = planBatches)]
+    pub fn plan_batches(&self, texts: Vec<String>) -> Result<JsValue, JsValue> {
+        let plan = self.embedder.plan(&texts).map_err(js_error)?;
+        serde_wasm_bindgen::to_value(&plan).map_err(|e| invalid(&e.to_string()))
     }
 }

@@ -1,0 +1,81 @@
+// Types of the st5 npm package (index.js).
+
+/** Where a model comes from: a directory URL (sentence-transformers or Hugging Face T5 layout)
+ * or its files, as a Map/object of relative path → bytes or Blob, or a FileList / File[]. */
+export type ModelSource =
+  | string
+  | URL
+  | Map<string, ArrayBuffer | ArrayBufferView | Blob>
+  | Record<string, ArrayBuffer | ArrayBufferView | Blob>
+  | FileList
+  | File[];
+
+export type Device = 'webgpu' | 'cpu';
+export type Variant = 'enc-mean' | 'enc-first' | 'encdec-first';
+
+export type ProgressEvent =
+  | {
+      stage: 'download';
+      /** Path relative to the model directory, e.g. `2_Dense/model.safetensors`. */
+      file: string;
+      loaded: number;
+      total: number;
+      /** Served from the Cache API. */
+      cached: boolean;
+      /** Bytes of all weight files together, once the weights are being fetched. */
+      overallLoaded?: number;
+      overallTotal?: number;
+    }
+  | { stage: 'init'; device: Device | 'auto' }
+  | { stage: 'ready'; device: Device; ms: number };
+
+export interface LoadOptions {
+  /** `'auto'` (default): WebGPU when an adapter and a device can be had, else the CPU. */
+  device?: Device | 'auto';
+  /** Pooling variant; defaults to the model's Pooling module (enc-mean for a plain T5). */
+  variant?: Variant;
+  /** Texts per forward pass (default 32); batches are also split to the GPU's buffer limits. */
+  batchSize?: number;
+  /** Tokens kept per text; defaults to the model's `max_seq_length`. */
+  maxSeqLength?: number;
+  /** Caps any one device buffer below the adapter's own limit, in bytes. */
+  maxBufferBytes?: number;
+  /** Cache downloads with the Cache API (default true). */
+  cache?: boolean;
+  onProgress?: (event: ProgressEvent) => void;
+}
+
+export interface SentenceEncoder {
+  /** The device in use; becomes `'cpu'` if WebGPU fails (the failed call is re-run there). */
+  readonly device: Device;
+  /** Embedding width. */
+  readonly dim: number;
+  /** Tokens kept per text; longer texts are truncated, as in sentence-transformers. */
+  readonly maxSeqLength: number;
+  readonly variant: Variant;
+  /** One L2-normalised vector per text, in order. Calls are queued; any number may overlap. */
+  embed(texts: string[]): Promise<Float32Array[]>;
+  /** The same, as one row-major array of `texts.length * dim` values. */
+  embedFlat(texts: string[]): Promise<Float32Array>;
+  /** Frees the model (and ends its worker) once queued calls finish. */
+  dispose(): Promise<void>;
+}
+
+export declare class Model implements SentenceEncoder {
+  readonly device: Device;
+  readonly dim: number;
+  readonly maxSeqLength: number;
+  readonly variant: Variant;
+  embed(texts: string[]): Promise<Float32Array[]>;
+  embedFlat(texts: string[]): Promise<Float32Array>;
+  dispose(): Promise<void>;
+}
+
+/** Loads a model on this thread. */
+export function load(source: ModelSource, options?: LoadOptions): Promise<Model>;
+
+/** Loads a model in a Web Worker; the page never blocks. `onProgress` runs on this thread. */
+export function loadInWorker(source: ModelSource, options?: LoadOptions): Promise<SentenceEncoder>;
+
+/** Deletes every cached st5 download. */
+export function clearCache(): Promise<void>;

@@ -1,0 +1,223 @@
+// st5: Sentence-T5 sentence embeddings in the browser. A thin layer over the wasm core
+// (crates/st5-wasm): file fetching and caching, a call queue, and the fallback from WebGPU to
+// the CPU. `loadInWorker` runs the same thing in a Web Worker.
+
+import init, { Model as WasmModel, planFiles } from './wasm/st5_wasm.js';
+import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
+
+export { clearCache };
+
+let ready;
+/** Instantiates the wasm module once per page (or worker). */
+function wasm() {
+  ready ??= init({ module_or_path: new URL('./wasm/st5_wasm_bg.wasm', import.meta.url) });
+  return ready;
+}
+
+// Once WebGPU has failed on this page, `device: 'auto'` goes straight to the CPU.
+let webgpuFailed = false;
+
+const isUrl = (s) => typeof s === 'string' || s instanceof URL;
+
+/**
+ * Loads a Sentence-T5 model.
+ * @param {string | URL | Map | object | FileList | File[]} source a directory URL holding a
+ *   sentence-transformers or Hugging Face T5 layout, or the files themselves
+ * @param {import('./index.d.ts').LoadOptions} [options]
+ * @returns {Promise<Model>}
+ */
+export async function load(source, options = {}) {
+  const { device = 'auto', onProgress, cache = true, ...modelOptions } = options;
+  const started = performance.now();
+  await wasm();
+  const getFiles = isUrl(source)
+    ? () => fetchModelFiles(source, { cache, onProgress, planFiles })
+    : () => memoryFiles(source);
+  const { files, label } = await getFiles();
+  const wanted = device === 'auto' && webgpuFailed ? 'cpu' : device;
+  onProgress?.({ stage: 'init', device: wanted });
+  const inner = await WasmModel.load(files, { ...modelOptions, device: wanted }, label);
+  onProgress?.({ stage: 'ready', device: inner.device, ms: performance.now() - started });
+  // For a URL the files are read again (from the cache) only if WebGPU fails; in-memory
+  // sources are the caller's own objects, so holding them costs nothing extra.
+  const reload = isUrl(source) ? () => fetchModelFiles(source, { cache, planFiles }) : () => memoryFiles(source);
+  return new Model(inner, reload, modelOptions);
+}
+
+/** Views of each row of a row-major `[n, dim]` array. */
+function rows(flat, n) {
+  const dim = n ? flat.length / n : 0;
+  return Array.from({ length: n }, (_, i) => flat.subarray(i * dim, (i + 1) * dim));
+}
+
+/** True for failures of the GPU itself (lost device, failed read-back), not of the input. */
+const isDeviceFailure = (err) => err?.code === 'device' || err instanceof WebAssembly.RuntimeError;
+
+/** A loaded model. Calls are queued: any number may be in flight, and each gets its own result. */
+export class Model {
+  #inner;
+  #queue = Promise.resolve();
+  #reload;
+  #options;
+
+  constructor(inner, reload, options) {
+    this.#inner = inner;
+    this.#reload = reload;
+    this.#options = options;
+  }
+
+  /** `'webgpu'` or `'cpu'`; becomes `'cpu'` after a WebGPU failure. */
+  get device() {
+    return this.#live().device;
+  }
+  /** Embedding width. */
+  get dim() {
+    return this.#live().dim;
+  }
+  /** Tokens kept per text; longer texts are truncated. */
+  get maxSeqLength() {
+    return this.#live().maxSeqLength;
+  }
+  /** `'enc-mean'`, `'enc-first'` or `'encdec-first'`. */
+  get variant() {
+    return this.#live().variant;
+  }
+
+  #live() {
+    if (!this.#inner) throw new Error('st5: this model has been disposed');
+    return this.#inner;
+  }
+
+  /**
+   * Embeds `texts`: one L2-normalised Float32Array per text, in order.
+   * @param {string[]} texts
+   * @returns {Promise<Float32Array[]>}
+   */
+  async embed(texts) {
+    const flat = await this.embedFlat(texts);
+    return rows(flat, texts.length);
+  }
+
+  /**
+   * As `embed`, as one row-major Float32Array of `texts.length * dim` values.
+   * @param {string[]} texts
+   * @returns {Promise<Float32Array>}
+   */
+  embedFlat(texts) {
+    if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string')) {
+      return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
+    }
+    const run = this.#queue.then(() => this.#embedNow(texts));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  async #embedNow(texts) {
+    const inner = this.#live();
+    if (texts.length === 0) return new Float32Array(0);
+    let flat;
+    try {
+      flat = await inner.embed(texts);
+    } catch (err) {
+      if (inner.device !== 'webgpu' || !isDeviceFailure(err)) throw err;
+      console.warn(`st5: WebGPU failed during embed (${err?.message ?? err}); re-running on the CPU, which this model now uses.`);
+      webgpuFailed = true;
+      const { files, label } = await this.#reload();
+      const cpu = await WasmModel.load(files, { ...this.#options, device: 'cpu' }, label);
+      try {
+        inner.free();
+      } catch {
+        // a model whose device is gone may not free cleanly; it is unreachable either way
+      }
+      this.#inner = cpu;
+      flat = await cpu.embed(texts);
+    }
+    return flat;
+  }
+
+  /** Frees the model's memory once queued calls have finished. */
+  async dispose() {
+    await this.#queue;
+    this.#inner?.free();
+    this.#inner = null;
+  }
+}
+
+/**
+ * As `load`, but the model runs in a Web Worker, so the page never blocks. The returned object
+ * has the same interface; `onProgress` is called on this thread.
+ */
+export async function loadInWorker(source, options = {}) {
+  const { onProgress, ...rest } = options;
+  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  const model = new WorkerModel(worker, onProgress);
+  await model.call('load', { source: isUrl(source) ? String(new URL(String(source), globalThis.location?.href)) : source, options: rest });
+  return model;
+}
+
+class WorkerModel {
+  #worker;
+  #next = 0;
+  #pending = new Map();
+  #state = {};
+
+  constructor(worker, onProgress) {
+    this.#worker = worker;
+    worker.onmessage = ({ data }) => {
+      if (data.progress) return onProgress?.(data.progress);
+      if (data.warn) return console.warn(data.warn);
+      const p = this.#pending.get(data.id);
+      this.#pending.delete(data.id);
+      if (data.state) this.#state = data.state;
+      if (data.error) p?.reject(Object.assign(new Error(data.error.message), { code: data.error.code }));
+      else p?.resolve(data.result);
+    };
+    worker.onerror = (e) => {
+      const err = new Error(`st5 worker: ${e.message || 'failed to start'}`);
+      for (const p of this.#pending.values()) p.reject(err);
+      this.#pending.clear();
+    };
+  }
+
+  call(op, args, transfer = []) {
+    if (!this.#worker) return Promise.reject(new Error('st5: this model has been disposed'));
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.#worker.postMessage({ id, op, ...args }, transfer);
+    });
+  }
+
+  get device() {
+    return this.#state.device;
+  }
+  get dim() {
+    return this.#state.dim;
+  }
+  get maxSeqLength() {
+    return this.#state.maxSeqLength;
+  }
+  get variant() {
+    return this.#state.variant;
+  }
+
+  /** @returns {Promise<Float32Array[]>} */
+  async embed(texts) {
+    return rows(await this.embedFlat(texts), texts.length);
+  }
+
+  /** @returns {Promise<Float32Array>} */
+  embedFlat(texts) {
+    if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string')) {
+      return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
+    }
+    return this.call('embed', { texts });
+  }
+
+  async dispose() {
+    if (!this.#worker) return;
+    await this.call('dispose', {});
+    this.#worker.terminate();
+    this.#worker = null;
+  }
+}

@@ -1,0 +1,219 @@
+// The npm-import test: `npm pack` the package, install the tarball into a scratch plain-ESM app,
+// serve it and the reference fixture models from localhost, and drive it in headless Chromium
+// (WebGPU on SwiftShader, and the CPU) through `load` and `loadInWorker`. Embeddings are compared
+// with the Python reference (tests/reference/make_fixtures.py) to ≤ 1e-4.
+//
+//   node tests/browser/npm.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs both)
+
+import { join } from 'node:path';
+import { FIXTURES, expected, installPackage, launch, maxAbsDiff, open, runCases, serve, writeIndexPage } from './harness.mjs';
+
+const TOL = 1e-4;
+const ST = 'st-enc-mean-relu';
+const HF = 'hf-t5-gated-bf16-sharded';
+
+const { app } = installPackage();
+writeIndexPage(app);
+// The Hugging Face fixtures hold no tokenizer; the real T5 one (in the ST fixture) is served in.
+const server = await serve({ '/': app, '/models/': FIXTURES }, { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') });
+const browser = await launch();
+const context = await browser.newContext();
+// Keep every GPUDevice the page creates, so that a test can lose it for real.
+await context.addInitScript(() => {
+  if (!globalThis.GPUAdapter) return;
+  const request = GPUAdapter.prototype.requestDevice;
+  GPUAdapter.prototype.requestDevice = async function (...args) {
+    const device = await request.apply(this, args);
+    (globalThis.__gpuDevices ??= []).push(device);
+    return device;
+  };
+});
+const { page, logs } = await open(context, `${server.url}/`);
+
+const st = expected(ST);
+const hf = expected(HF);
+const modelHits = (model) => [...server.hits].filter(([p]) => p.startsWith(`/models/${model}/`)).reduce((n, [, c]) => n + c, 0);
+
+/** Loads through the package in the page and embeds `texts`; returns rows and facts. */
+function embedIn(page, { url, options = {}, texts, worker = false }) {
+  return page.evaluate(
+    async ({ url, options, texts, worker }) => {
+      const events = [];
+      const t0 = performance.now();
+      const m = await (worker ? st5.loadInWorker : st5.load)(url, { ...options, onProgress: (e) => events.push(e) });
+      const rows = await m.embed(texts);
+      const out = { rows: rows.map((r) => Array.from(r)), device: m.device, dim: m.dim, events, ms: performance.now() - t0 };
+      await m.dispose();
+      return out;
+    },
+    { url, options, texts, worker },
+  );
+}
+
+const results = {};
+const failed = await runCases([
+  [
+    'url_load_matches_reference_on_webgpu',
+    async () => {
+      const r = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'webgpu' }, texts: st.sentences });
+      if (r.device !== 'webgpu') throw new Error(`device ${r.device}`);
+      const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
+      if (!(err <= TOL)) throw new Error(`max abs error ${err}`);
+      const files = new Set(r.events.filter((e) => e.stage === 'download').map((e) => e.file));
+      for (const f of ['model.safetensors', '2_Dense/model.safetensors', 'tokenizer.json', 'modules.json']) {
+        if (!files.has(f)) throw new Error(`no progress event for ${f}: ${[...files]}`);
+      }
+      const done = r.events.filter((e) => e.file === 'model.safetensors').at(-1);
+      if (done.loaded !== done.total || !(done.total > 0)) throw new Error(`last progress ${JSON.stringify(done)}`);
+      if (!r.events.some((e) => e.stage === 'init') || r.events.at(-1).stage !== 'ready') throw new Error('no init/ready events');
+      results.webgpu = r.rows;
+      return `max abs error ${err.toExponential(2)}, ${files.size} files with progress`;
+    },
+  ],
+  [
+    'url_load_matches_reference_on_cpu_and_webgpu_agrees',
+    async () => {
+      const r = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'cpu' }, texts: st.sentences });
+      if (r.device !== 'cpu') throw new Error(`device ${r.device}`);
+      const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
+      const vsGpu = maxAbsDiff(r.rows, results.webgpu);
+      if (!(err <= TOL && vsGpu <= TOL)) throw new Error(`max abs error ${err}, cpu vs webgpu ${vsGpu}`);
+      return `max abs error ${err.toExponential(2)}, cpu vs webgpu ${vsGpu.toExponential(2)}`;
+    },
+  ],
+  [
+    'warm_load_comes_from_the_cache_api',
+    async () => {
+      const before = modelHits(ST);
+      const r = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'cpu' }, texts: st.sentences.slice(0, 2) });
+      const requests = modelHits(ST) - before;
+      const cached = r.events.filter((e) => e.stage === 'download' && e.cached).length;
+      if (requests !== 0 || cached === 0) throw new Error(`${requests} requests to the server, ${cached} cached files`);
+      const fresh = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'cpu', cache: false }, texts: st.sentences.slice(0, 1) });
+      if (modelHits(ST) - before === 0 || fresh.events.some((e) => e.cached)) throw new Error('cache: false still used the cache');
+      return `0 requests on a warm load (${cached} files from the cache); cache: false fetched again`;
+    },
+  ],
+  [
+    'sharded_bf16_hf_t5_url_all_variants',
+    async () => {
+      const errs = [];
+      for (const variant of ['enc-mean', 'enc-first', 'encdec-first']) {
+        const r = await embedIn(page, { url: `/models/${HF}/`, options: { variant }, texts: hf.sentences });
+        errs.push(maxAbsDiff(r.rows, hf.embeddings[variant]));
+      }
+      if (!errs.every((e) => e <= TOL)) throw new Error(`max abs errors ${errs}`);
+      return `max abs errors ${errs.map((e) => e.toExponential(2)).join(', ')}`;
+    },
+  ],
+  [
+    'load_in_worker_matches_reference',
+    async () => {
+      const r = await embedIn(page, { url: `/models/${ST}/`, texts: st.sentences, worker: true });
+      const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
+      if (!(err <= TOL) || r.device !== 'webgpu' || r.dim !== 12) throw new Error(`max abs error ${err} on ${r.device}, dim ${r.dim}`);
+      if (!r.events.some((e) => e.stage === 'download')) throw new Error('no progress from the worker');
+      return `max abs error ${err.toExponential(2)} on ${r.device}`;
+    },
+  ],
+  [
+    'in_memory_blobs_load_like_the_url',
+    async () => {
+      const names = ['modules.json', 'config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'sentence_bert_config.json', '1_Pooling/config.json', '2_Dense/config.json', '2_Dense/model.safetensors', '3_Normalize/config.json'];
+      const rows = await page.evaluate(
+        async ({ names, base, texts }) => {
+          const files = new Map();
+          for (const n of names) files.set(n, await (await fetch(base + n)).blob());
+          const m = await st5.load(files, { device: 'cpu' });
+          return (await m.embed(texts)).map((r) => Array.from(r));
+        },
+        { names, base: `/models/${ST}/`, texts: st.sentences },
+      );
+      const err = maxAbsDiff(rows, st.embeddings['enc-mean']);
+      if (!(err <= TOL)) throw new Error(`max abs error ${err}`);
+      return `max abs error ${err.toExponential(2)}`;
+    },
+  ],
+  [
+    'fifty_concurrent_calls_all_correct',
+    async () => {
+      for (const worker of [false, true]) {
+        const out = await page.evaluate(
+          async ({ url, texts, worker }) => {
+            const m = await (worker ? st5.loadInWorker : st5.load)(url, { device: 'webgpu' });
+            const calls = Array.from({ length: 50 }, (_, i) => [texts[i % texts.length], texts[(i * 7 + 3) % texts.length]]);
+            const got = await Promise.all(calls.map((c) => m.embed(c)));
+            await m.dispose();
+            return { calls, got: got.map((rows) => rows.map((r) => Array.from(r))) };
+          },
+          { url: `/models/${ST}/`, texts: st.sentences, worker },
+        );
+        const index = (t) => st.sentences.indexOf(t);
+        const err = Math.max(...out.calls.map((c, i) => maxAbsDiff(out.got[i], c.map((t) => st.embeddings['enc-mean'][index(t)]))));
+        if (!(err <= TOL)) throw new Error(`${worker ? 'worker' : 'page'}: max abs error ${err}`);
+      }
+      return '50 calls at once, on the page and in a worker, each within 1e-4';
+    },
+  ],
+  [
+    'empty_and_over_long_texts',
+    async () => {
+      const long = Array.from({ length: 400 }, (_, i) => `w${i}`).join(' ');
+      const prefix = long.split(' ').slice(0, 10).join(' ');
+      const rows = await page.evaluate(
+        async ({ url, texts }) => (await (await st5.load(url)).embed(texts)).map((r) => Array.from(r)),
+        { url: `/models/${ST}/`, texts: ['', long, prefix] },
+      );
+      const norm = Math.hypot(...rows[0]);
+      const trunc = maxAbsDiff([rows[1]], [rows[2]]);
+      if (!(Math.abs(norm - 1) < 1e-4) || !(trunc <= 1e-5)) throw new Error(`empty norm ${norm}, over-long vs truncated ${trunc}`);
+      return `empty text: unit vector; 400 words = their first 16 tokens (diff ${trunc.toExponential(2)})`;
+    },
+  ],
+  [
+    'lost_webgpu_device_falls_back_to_cpu',
+    async () => {
+      const warningsBefore = logs.filter((l) => l.startsWith('warning:')).length;
+      const r = await page.evaluate(
+        async ({ url, texts }) => {
+          const m = await st5.load(url, { device: 'webgpu' });
+          const first = m.device;
+          for (const d of globalThis.__gpuDevices ?? []) d.destroy();
+          const rows = (await m.embed(texts)).map((x) => Array.from(x));
+          const again = (await m.embed(texts.slice(0, 1))).map((x) => Array.from(x));
+          return { first, after: m.device, rows, again };
+        },
+        { url: `/models/${ST}/`, texts: st.sentences },
+      );
+      const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
+      const warned = logs.slice(warningsBefore).some((l) => l.startsWith('warning:') && l.includes('WebGPU failed'));
+      if (r.first !== 'webgpu' || r.after !== 'cpu' || !(err <= TOL) || !warned) {
+        throw new Error(`device ${r.first} → ${r.after}, max abs error ${err}, warned ${warned}; logs: ${logs.slice(-5).join(' | ')}`);
+      }
+      return `device lost mid-session: re-ran on the CPU (max abs error ${err.toExponential(2)}) with a console warning`;
+    },
+  ],
+  [
+    'bad_input_is_a_clear_error',
+    async () => {
+      const msgs = await page.evaluate(async () => {
+        const out = [];
+        for (const attempt of [() => st5.load('/models/nope/', { cache: false }), async () => (await st5.load('/models/st-enc-mean-relu/', { device: 'cpu' })).embed(['ok', 3])]) {
+          try {
+            await attempt();
+            out.push('no error');
+          } catch (e) {
+            out.push(`${e.name}: ${e.message}`);
+          }
+        }
+        return out;
+      });
+      if (!msgs[0].includes('/models/nope/') || !msgs[1].startsWith('TypeError')) throw new Error(msgs.join(' | '));
+      return msgs.join(' | ');
+    },
+  ],
+]);
+
+await browser.close();
+await server.close();
+process.exit(failed ? 1 : 0);
