@@ -46,6 +46,7 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, planF
     if (!hit) return undefined;
     return hit.headers.get(ABSENT) ? null : new Uint8Array(await hit.arrayBuffer());
   };
+  const markAbsent = (url) => store?.put(url, new Response('', { headers: { [ABSENT]: '1' } }));
 
   // GET with byte progress; null for a 404. `overall` tracks the weight downloads together.
   const get = async (name, overall) => {
@@ -60,7 +61,7 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, planF
     }
     const res = await fetch(url);
     if (res.status === 404) {
-      await store?.put(url, new Response('', { headers: { [ABSENT]: '1' } }));
+      await markAbsent(url);
       return null;
     }
     if (!res.ok) throw new Error(`st5: ${url}: HTTP ${res.status} ${res.statusText}`);
@@ -95,7 +96,10 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, planF
     const hit = await cached(url);
     if (hit !== undefined) return hit !== null;
     const res = await fetch(url, { method: 'HEAD' });
-    if (res.status === 404) return false;
+    if (res.status === 404) {
+      await markAbsent(url);
+      return false;
+    }
     return true; // a server refusing HEAD is settled by the GET that follows
   };
 

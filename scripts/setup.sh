@@ -2,7 +2,8 @@
 # Installs what st5's build and tests need on a fresh Debian machine:
 # - lavapipe (Mesa's Vulkan software driver) for the native wgpu backend without a GPU;
 # - for the browser tests: the wasm32 target, Chromium and ChromeDriver (WebGPU on SwiftShader),
-#   wasm-pack, and the wasm-bindgen test runner at exactly the wasm-bindgen crate's version.
+#   wasm-pack, the wasm-bindgen test runner at exactly the wasm-bindgen crate's version, and
+#   Node.js with npm (the npm package's tests drive Chromium through playwright-core).
 set -euo pipefail
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -14,6 +15,9 @@ need_apt=()
 for pkg in mesa-vulkan-drivers libvulkan1 chromium chromium-driver; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+# Any Node.js ≥ 18 with npm will do; Debian's packages are used when there is none.
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

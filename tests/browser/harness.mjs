@@ -101,11 +101,16 @@ export function maxAbsDiff(rows, want) {
   return err;
 }
 
-/** Runs named async cases, printing cargo-style lines so scripts/test.sh can total them. */
+/**
+ * Runs named async cases, printing cargo-style lines so scripts/test.sh can total them.
+ * `node X.test.mjs NAME...` runs only the cases whose names contain one of the arguments.
+ */
 export async function runCases(cases) {
   let passed = 0;
   let failed = 0;
-  for (const [name, fn] of cases) {
+  const only = process.argv.slice(2);
+  const chosen = cases.filter(([name]) => !only.length || only.some((o) => name.includes(o)));
+  for (const [name, fn] of chosen) {
     const t0 = Date.now();
     try {
       const note = await fn();
@@ -116,7 +121,7 @@ export async function runCases(cases) {
       failed++;
     }
   }
-  console.log(`\ntest result: ${failed ? 'FAILED' : 'ok'}. ${passed} passed; ${failed} failed; 0 ignored; 0 measured; 0 filtered out`);
+  console.log(`\ntest result: ${failed ? 'FAILED' : 'ok'}. ${passed} passed; ${failed} failed; 0 ignored; 0 measured; ${cases.length - chosen.length} filtered out`);
   return failed;
 }
 

@@ -85,10 +85,12 @@ const failed = await runCases([
     'warm_load_comes_from_the_cache_api',
     async () => {
       const before = modelHits(ST);
+      const snapshot = new Map(server.hits);
       const r = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'cpu' }, texts: st.sentences.slice(0, 2) });
       const requests = modelHits(ST) - before;
       const cached = r.events.filter((e) => e.stage === 'download' && e.cached).length;
-      if (requests !== 0 || cached === 0) throw new Error(`${requests} requests to the server, ${cached} cached files`);
+      const paths = [...server.hits].filter(([p, c]) => c !== snapshot.get(p)).map(([p]) => p);
+      if (requests !== 0 || cached === 0) throw new Error(`${requests} requests to the server (${paths}), ${cached} cached files`);
       const fresh = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'cpu', cache: false }, texts: st.sentences.slice(0, 1) });
       if (modelHits(ST) - before === 0 || fresh.events.some((e) => e.cached)) throw new Error('cache: false still used the cache');
       return `0 requests on a warm load (${cached} files from the cache); cache: false fetched again`;
