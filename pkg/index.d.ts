@@ -61,15 +61,9 @@ export interface SentenceEncoder {
   dispose(): Promise<void>;
 }
 
-export declare class Model implements SentenceEncoder {
-  readonly device: Device;
-  readonly dim: number;
-  readonly maxSeqLength: number;
-  readonly variant: Variant;
-  embed(texts: string[]): Promise<Float32Array[]>;
-  embedFlat(texts: string[]): Promise<Float32Array>;
-  dispose(): Promise<void>;
-}
+/** A model on this thread (declaration merging gives the class the interface's members). */
+export interface Model extends SentenceEncoder {}
+export declare class Model {}
 
 /** Loads a model on this thread. */
 export function load(source: ModelSource, options?: LoadOptions): Promise<Model>;

@@ -2,17 +2,11 @@
 // (crates/st5-wasm): file fetching and caching, a call queue, and the fallback from WebGPU to
 // the CPU. `loadInWorker` runs the same thing in a Web Worker.
 
-import init, { Model as WasmModel, planFiles } from './wasm/st5_wasm.js';
+import { Model as WasmModel, fingerprint, planFiles, wasm } from './runtime.js';
 import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
 
 export { clearCache };
-
-let ready;
-/** Instantiates the wasm module once per page (or worker). */
-function wasm() {
-  ready ??= init({ module_or_path: new URL('./wasm/st5_wasm_bg.wasm', import.meta.url) });
-  return ready;
-}
+export { createIndex, importIndex, openIndex } from './vector-index.js';
 
 // Once WebGPU has failed on this page, `device: 'auto'` goes straight to the CPU.
 let webgpuFailed = false;
@@ -34,6 +28,7 @@ export async function load(source, options = {}) {
     ? () => fetchModelFiles(source, { cache, onProgress, planFiles })
     : () => memoryFiles(source);
   const { files, label } = await getFiles();
+  const id = await fingerprint(files);
   const wanted = device === 'auto' && webgpuFailed ? 'cpu' : device;
   onProgress?.({ stage: 'init', device: wanted });
   const inner = await WasmModel.load(files, { ...modelOptions, device: wanted }, label);
@@ -41,7 +36,7 @@ export async function load(source, options = {}) {
   // For a URL the files are read again (from the cache) only if WebGPU fails; in-memory
   // sources are the caller's own objects, so holding them costs nothing extra.
   const reload = isUrl(source) ? () => fetchModelFiles(source, { cache, planFiles }) : () => memoryFiles(source);
-  return new Model(inner, reload, modelOptions);
+  return new Model(inner, reload, modelOptions, id);
 }
 
 /** Views of each row of a row-major `[n, dim]` array. */
@@ -60,10 +55,12 @@ export class Model {
   #reload;
   #options;
 
-  constructor(inner, reload, options) {
+  constructor(inner, reload, options, fingerprint) {
     this.#inner = inner;
     this.#reload = reload;
     this.#options = options;
+    /** SHA-256 over the model's files: what a saved index is keyed by. */
+    this.fingerprint = fingerprint;
   }
 
   /** `'webgpu'` or `'cpu'`; becomes `'cpu'` after a WebGPU failure. */
@@ -199,6 +196,9 @@ class WorkerModel {
   }
   get variant() {
     return this.#state.variant;
+  }
+  get fingerprint() {
+    return this.#state.fingerprint;
   }
 
   /** @returns {Promise<Float32Array[]>} */

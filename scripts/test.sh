@@ -2,7 +2,8 @@
 # The test command: builds the `st5` binary and runs every test in the workspace in one release
 # build (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then the
 # browser tests in headless Chromium (WebGPU and CPU): the wasm-bindgen tests, then the npm
-# package (built with pkg/build.sh, packed, installed into a scratch app) through Playwright.
+# package (built with pkg/build.sh, packed, installed into a scratch app) and the demo page
+# (www/) through Playwright.
 # Prints the total.
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
@@ -17,7 +18,7 @@ if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
   (cd crates/st5-wasm && WASM_BINDGEN_TEST_TIMEOUT=600 wasm-pack test --headless --chrome \
     --chromedriver "$(command -v chromedriver)" --release) 2>&1 | tee -a "$log"
   bash pkg/build.sh 2>&1 | tee -a "$log"
-  (cd tests/browser && npm ci --no-audit --no-fund && node npm.test.mjs) 2>&1 | tee -a "$log"
+  (cd tests/browser && npm ci --no-audit --no-fund && node npm.test.mjs && node demo.test.mjs) 2>&1 | tee -a "$log"
 fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"

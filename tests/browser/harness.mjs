@@ -1,14 +1,16 @@
 // Shared pieces of the browser tests and benchmarks: pack the npm package and install it into a
-// scratch app, serve that app and model directories from localhost (counting requests), and
-// drive headless Chromium with WebGPU (SwiftShader) through playwright-core.
+// scratch app, serve it and model directories from localhost (www/serve.mjs, which counts
+// requests), and drive headless Chromium with WebGPU (SwiftShader) through playwright-core.
 
 import { execFileSync } from 'node:child_process';
-import { createReadStream, existsSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, extname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { serve } from '../../www/serve.mjs';
+
+export { serve };
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const FIXTURES = join(ROOT, 'tests/fixtures');
@@ -43,35 +45,6 @@ export function writeIndexPage(app) {
 <script type="importmap">{ "imports": { "st5": "/node_modules/st5/index.js" } }</script>
 <script type="module">import * as st5 from 'st5'; window.st5 = st5; document.body.dataset.ready = '1';</script>`,
   );
-}
-
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.css': 'text/css', '.txt': 'text/plain' };
-
-/**
- * Serves `routes` (URL prefix → folder, longest prefix first) on 127.0.0.1. `overlay` maps a URL
- * path to a file served in its place. Every request is counted by path in `hits`.
- */
-export async function serve(routes, overlay = {}) {
-  const hits = new Map();
-  const prefixes = Object.keys(routes).sort((a, b) => b.length - a.length);
-  const server = createServer((req, res) => {
-    const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-    hits.set(path, (hits.get(path) ?? 0) + 1);
-    const prefix = prefixes.find((p) => path.startsWith(p));
-    let file = overlay[path] ?? (prefix !== undefined ? join(routes[prefix], path.slice(prefix.length)) : null);
-    if (file && existsSync(file) && statSync(file).isDirectory()) file = join(file, 'index.html');
-    if (!file || !existsSync(file) || !file.startsWith('/')) {
-      res.writeHead(404).end();
-      return;
-    }
-    const size = statSync(file).size;
-    res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': size, 'cache-control': 'no-store' });
-    if (req.method === 'HEAD') res.end();
-    else createReadStream(file).pipe(res);
-  });
-  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
-  const url = `http://127.0.0.1:${server.address().port}`;
-  return { url, hits, close: () => new Promise((ok) => server.close(ok)) };
 }
 
 /** Headless Chromium from the system (never downloaded). */
@@ -123,10 +96,4 @@ export async function runCases(cases) {
   }
   console.log(`\ntest result: ${failed ? 'FAILED' : 'ok'}. ${passed} passed; ${failed} failed; 0 ignored; 0 measured; ${cases.length - chosen.length} filtered out`);
   return failed;
-}
-
-export function listFiles(dir, base = dir) {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? listFiles(join(dir, e.name), base) : [join(dir, e.name).slice(base.length + 1)],
-  );
 }

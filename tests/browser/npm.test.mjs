@@ -15,7 +15,7 @@ const HF = 'hf-t5-gated-bf16-sharded';
 const { app } = installPackage();
 writeIndexPage(app);
 // The Hugging Face fixtures hold no tokenizer; the real T5 one (in the ST fixture) is served in.
-const server = await serve({ '/': app, '/models/': FIXTURES }, { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') });
+const server = await serve({ '/': app, '/models/': FIXTURES }, { overlay: { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') } });
 const browser = await launch();
 const context = await browser.newContext();
 // Keep every GPUDevice the page creates, so that a test can lose it for real.

@@ -9,7 +9,8 @@
 //!   directory or from files held in memory;
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
-//! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out.
+//! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
+//! - [`index`]: [`VectorIndex`], exact top-k search over vectors kept on the device.
 
 pub mod batch;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod device;
 pub mod embedder;
 pub mod error;
 pub mod files;
+pub mod index;
 pub mod layout;
 pub mod model;
 pub mod npy;
@@ -30,5 +32,6 @@ pub use config::T5Config;
 pub use device::Backend;
 pub use embedder::{Embedder, Embeddings, LoadOptions};
 pub use files::{Dir, MemoryFiles, ModelFiles};
+pub use index::{Hit, VectorIndex};
 pub use error::{Error, Result};
 pub use model::{HeadConfig, SentenceT5, Variant};

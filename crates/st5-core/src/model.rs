@@ -165,8 +165,8 @@ mod tests {
             let padded_ids = Tensor::<2, Int>::from_data(TensorData::new(vec![7, 3, 1, 0, 0, 9, 4, 8, 2, 1], [2, 5]), &device);
             let mask = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 1., 1., 0., 0., 1., 1., 1., 1., 1.], [2, 5]), &device);
             let batched = model.forward(padded_ids, mask);
-            let a: Vec<f32> = alone.into_data().to_vec().unwrap();
-            let b: Vec<f32> = batched.into_data().to_vec().unwrap();
+            let a: Vec<f32> = alone.into_data().try_to_vec().unwrap();
+            let b: Vec<f32> = batched.into_data().try_to_vec().unwrap();
             let diff = a.iter().zip(&b[..5]).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
             assert!(diff <= 1e-6, "{variant}: padded row differs by {diff}");
             for row in b.chunks(5) {

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use js_sys::{Float32Array, Object, Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
 use st5_core::probe::{FilePlan, Probe, plan};
-use st5_core::{Backend, Device, Embedder, LoadOptions, MemoryFiles, Variant};
+use st5_core::{Backend, Device, Embedder, LoadOptions, MemoryFiles, Variant, VectorIndex};
 use wasm_bindgen::prelude::*;
 
 /// Options accepted by [`Model::load`], as a plain JS object.
@@ -38,6 +38,30 @@ async fn webgpu() -> Result<(Device, Option<u64>), st5_core::Error> {
     let d = Backend::Wgpu.device_async().await?;
     WEBGPU.with(|w| *w.borrow_mut() = Some(d.clone()));
     Ok(d)
+}
+
+/// The device named by a `device` option (`"auto"` when absent), its buffer limit and name.
+async fn pick_device(wanted: Option<&str>) -> Result<(Device, Option<u64>, &'static str), JsValue> {
+    match wanted.unwrap_or("auto") {
+        "cpu" => Ok((Device::flex(), None, "cpu")),
+        "webgpu" => {
+            let (d, limit) = webgpu().await.map_err(js_error)?;
+            Ok((d, limit, "webgpu"))
+        }
+        "auto" => Ok(match webgpu().await {
+            Ok((d, limit)) => (d, limit, "webgpu"),
+            Err(_) => (Device::flex(), None, "cpu"),
+        }),
+        other => Err(invalid(&format!("unknown device `{other}` (expected auto, webgpu or cpu)"))),
+    }
+}
+
+/// The lower of two optional limits.
+fn lower(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The one conversion of core errors to JS. Device failures (a lost device, a failed read-back
@@ -129,27 +153,13 @@ impl Model {
         } else {
             serde_wasm_bindgen::from_value(options).map_err(|e| invalid(&format!("options: {e}")))?
         };
-        let (device, limit, name) = match options.device.as_deref().unwrap_or("auto") {
-            "cpu" => (Device::flex(), None, "cpu"),
-            "webgpu" => {
-                let (d, limit) = webgpu().await.map_err(js_error)?;
-                (d, limit, "webgpu")
-            }
-            "auto" => match webgpu().await {
-                Ok((d, limit)) => (d, limit, "webgpu"),
-                Err(_) => (Device::flex(), None, "cpu"),
-            },
-            other => return Err(invalid(&format!("unknown device `{other}` (expected auto, webgpu or cpu)"))),
-        };
+        let (device, limit, name) = pick_device(options.device.as_deref()).await?;
         let load = LoadOptions {
             variant: options.variant.as_deref().map(str::parse::<Variant>).transpose().map_err(js_error)?,
             tokenizer: None,
             max_seq_length: options.max_seq_length,
             batch_size: options.batch_size.unwrap_or(32),
-            max_buffer_bytes: match (limit, options.max_buffer_bytes) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
+            max_buffer_bytes: lower(limit, options.max_buffer_bytes),
         };
         let embedder = Embedder::load_from(&files, &load, &device).map_err(js_error)?;
         Ok(Model { embedder: Rc::new(embedder), device: name })
@@ -195,5 +205,92 @@ impl Model {
     pub fn plan_batches(&self, texts: Vec<String>) -> Result<JsValue, JsValue> {
         let plan = self.embedder.plan(&texts).map_err(js_error)?;
         serde_wasm_bindgen::to_value(&plan).map_err(|e| invalid(&e.to_string()))
+    }
+}
+
+/// Options accepted by [`Index::create`].
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IndexOptions {
+    device: Option<String>,
+    max_buffer_bytes: Option<u64>,
+    /// Caps the vectors per device buffer (to exercise sharding in tests).
+    shard_rows: Option<usize>,
+}
+
+/// Exact top-k search over vectors kept on the device (see `st5_core::index`).
+#[wasm_bindgen]
+pub struct Index {
+    inner: RefCell<VectorIndex>,
+    device: &'static str,
+}
+
+#[wasm_bindgen]
+impl Index {
+    /// An empty index of `dim`-wide vectors on `options.device` (`auto`, `webgpu` or `cpu`).
+    pub async fn create(dim: usize, options: JsValue) -> Result<Index, JsValue> {
+        let options: IndexOptions = if options.is_undefined() || options.is_null() {
+            IndexOptions::default()
+        } else {
+            serde_wasm_bindgen::from_value(options).map_err(|e| invalid(&format!("index options: {e}")))?
+        };
+        let (device, limit, name) = pick_device(options.device.as_deref()).await?;
+        let mut index = VectorIndex::new(dim, &device, lower(limit, options.max_buffer_bytes)).map_err(js_error)?;
+        if let Some(rows) = options.shard_rows {
+            index = index.with_shard_rows(rows);
+        }
+        Ok(Index { inner: RefCell::new(index), device: name })
+    }
+
+    /// Appends row-major vectors; they take the next ids.
+    pub fn add(&self, vectors: &[f32]) -> Result<(), JsValue> {
+        self.inner.borrow_mut().add(vectors).map_err(js_error)
+    }
+
+    /// The best `k` ids and scores for each row-major query; resolves to
+    /// `{ ids: Uint32Array, scores: Float32Array, k }` with `k = min(k, length)` per query.
+    pub fn search(&self, queries: Vec<f32>, k: usize) -> Promise {
+        // Shards are reference-counted tensors: the clone shares device memory, and a later
+        // `add` cannot change what this search sees.
+        let index = self.inner.borrow().clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let hits = index.search_async(&queries, k).await.map_err(js_error)?;
+            let kk = k.min(index.len());
+            let ids: Vec<u32> = hits.iter().flat_map(|h| h.iter().map(|h| h.id)).collect();
+            let scores: Vec<f32> = hits.iter().flat_map(|h| h.iter().map(|h| h.score)).collect();
+            let out = Object::new();
+            Reflect::set(&out, &"ids".into(), &js_sys::Uint32Array::from(ids.as_slice()).into())?;
+            Reflect::set(&out, &"scores".into(), &Float32Array::from(scores.as_slice()).into())?;
+            Reflect::set(&out, &"k".into(), &(kk as u32).into())?;
+            Ok(out.into())
+        })
+    }
+
+    /// Every vector, row-major in id order (read back from the device), for saving.
+    pub fn vectors(&self) -> Promise {
+        let index = self.inner.borrow().clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let v = index.vectors_async().await.map_err(js_error)?;
+            Ok(Float32Array::from(v.as_slice()).into())
+        })
+    }
+
+    #[wasm_bindgen(getter)]
+    pub fn length(&self) -> usize {
+        self.inner.borrow().len()
+    }
+    #[wasm_bindgen(getter)]
+    pub fn dim(&self) -> usize {
+        self.inner.borrow().dim()
+    }
+    /// Device buffers the vectors occupy.
+    #[wasm_bindgen(getter)]
+    pub fn shards(&self) -> usize {
+        self.inner.borrow().shards()
+    }
+    /// `"webgpu"` or `"cpu"`.
+    #[wasm_bindgen(getter)]
+    pub fn device(&self) -> String {
+        self.device.to_string()
     }
 }

@@ -1,0 +1,26 @@
+// The wasm module, instantiated once per page or worker, shared by the model and the index.
+
+import init from './wasm/st5_wasm.js';
+
+export * from './wasm/st5_wasm.js';
+
+let ready;
+/** Resolves once the wasm module is instantiated. */
+export function wasm() {
+  ready ??= init({ module_or_path: new URL('./wasm/st5_wasm_bg.wasm', import.meta.url) });
+  return ready;
+}
+
+/** Hex SHA-256 of bytes (Web Crypto: secure contexts, which WebGPU needs anyway). */
+export async function sha256(bytes) {
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** A model's identity: the hash of every file's name and bytes, in name order. */
+export async function fingerprint(files) {
+  const names = [...files.keys()].sort();
+  const parts = [];
+  for (const name of names) parts.push(`${name}:${await sha256(files.get(name))}`);
+  return sha256(new TextEncoder().encode(parts.join('\n')));
+}

@@ -1,0 +1,81 @@
+//! The vector index on wgpu (lavapipe) against the same index on the CPU (flex) and a plain
+//! sort: identical ids, scores within 1e-5, across shards, with many exact ties and k > n.
+//! Components are small multiples of 1/4, so every dot product is exact in f32 on both
+//! devices: any id difference is a selection bug, not rounding.
+
+use st5_core::{Backend, Device, Hit, VectorIndex};
+use st5_tests::wgpu_device;
+
+/// SplitMix64: a fixed, dependency-free sequence.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// One of -2/4 … 2/4.
+    fn quarter(&mut self) -> f32 {
+        (self.next() % 5) as f32 / 4.0 - 0.5
+    }
+}
+
+fn sorted(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<Hit> {
+    let mut hits: Vec<Hit> = vectors
+        .chunks(dim)
+        .enumerate()
+        .map(|(i, v)| Hit { id: i as u32, score: v.iter().zip(query).map(|(a, b)| a * b).sum() })
+        .collect();
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    hits.truncate(k);
+    hits
+}
+
+fn search(device: &Device, vectors: &[f32], dim: usize, shard_rows: usize, queries: &[f32], k: usize) -> Vec<Vec<Hit>> {
+    let mut index = VectorIndex::new(dim, device, None).unwrap().with_shard_rows(shard_rows);
+    // Added in uneven parts, so that shards are filled across calls.
+    let (a, b) = vectors.split_at((vectors.len() / dim / 3) * dim);
+    index.add(a).unwrap();
+    index.add(b).unwrap();
+    assert_eq!(index.shards(), (vectors.len() / dim).div_ceil(shard_rows));
+    index.search(queries, k).unwrap()
+}
+
+#[test]
+fn gpu_and_cpu_top_k_agree_with_a_sort() {
+    let dim = 24;
+    let n = 1500;
+    let mut rng = Rng(7);
+    let mut vectors: Vec<f32> = (0..n * dim).map(|_| rng.quarter()).collect();
+    // Exact duplicates: rows 10..20 repeat rows 0..10, so every query meets ties.
+    let (head, tail) = vectors.split_at_mut(10 * dim);
+    tail[..10 * dim].copy_from_slice(head);
+    let queries: Vec<f32> = (0..3 * dim).map(|_| rng.quarter()).chain(vectors[..dim].iter().copied()).collect();
+    let cpu = Backend::Cpu.device().unwrap();
+    let gpu = wgpu_device();
+    // (rows per shard, k): one shard, several, a partial last shard, k = 1, k at the device
+    // selection's limit (32) and past it (host sort), k > n.
+    for (shard_rows, k) in [(n, 10), (400, 10), (256, 1), (400, 32), (700, n + 50), (1000, 64)] {
+        let on_cpu = search(&cpu, &vectors, dim, shard_rows, &queries, k);
+        for (qi, query) in queries.chunks(dim).enumerate() {
+            let want = sorted(&vectors, dim, query, k);
+            let got = &on_cpu[qi];
+            assert_eq!(got.len(), k.min(n), "cpu, shard {shard_rows}, k {k}, query {qi}");
+            assert_eq!(got, &want, "cpu, shard {shard_rows}, k {k}, query {qi}");
+        }
+        if let Some(gpu) = &gpu {
+            let on_gpu = search(gpu, &vectors, dim, shard_rows, &queries, k);
+            for qi in 0..queries.len() / dim {
+                let ids = |h: &[Hit]| h.iter().map(|h| h.id).collect::<Vec<_>>();
+                assert_eq!(ids(&on_gpu[qi]), ids(&on_cpu[qi]), "gpu vs cpu ids, shard {shard_rows}, k {k}, query {qi}");
+                let err = on_gpu[qi].iter().zip(&on_cpu[qi]).map(|(a, b)| (a.score - b.score).abs()).fold(0.0, f32::max);
+                assert!(err <= 1e-5, "gpu vs cpu scores differ by {err:e}");
+            }
+        }
+    }
+    // The query equal to row 0 finds rows 0 and 10 (its duplicate) first, in id order.
+    let top = &search(&cpu, &vectors, dim, n, &vectors[..dim], 2)[0];
+    assert_eq!(top.iter().map(|h| h.id).collect::<Vec<_>>(), [0, 10]);
+}
