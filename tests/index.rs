@@ -55,9 +55,9 @@ fn gpu_and_cpu_top_k_agree_with_a_sort() {
     let queries: Vec<f32> = (0..3 * dim).map(|_| rng.quarter()).chain(vectors[..dim].iter().copied()).collect();
     let cpu = Backend::Cpu.device().unwrap();
     let gpu = wgpu_device();
-    // (rows per shard, k): one shard, several, a partial last shard, k = 1, k at the device
-    // selection's limit (32) and past it (host sort), k > n.
-    for (shard_rows, k) in [(n, 10), (400, 10), (256, 1), (400, 32), (700, n + 50), (1000, 64)] {
+    // (rows per shard, k): one shard, several, a partial last shard, k = 1, k > n; shards of
+    // more than k blocks (256 rows) take the block-max path, smaller ones are read whole.
+    for (shard_rows, k) in [(n, 1), (n, 3), (1000, 2), (n, 10), (400, 10), (256, 1), (700, n + 50), (1000, 64)] {
         let on_cpu = search(&cpu, &vectors, dim, shard_rows, &queries, k);
         for (qi, query) in queries.chunks(dim).enumerate() {
             let want = sorted(&vectors, dim, query, k);
@@ -67,6 +67,11 @@ fn gpu_and_cpu_top_k_agree_with_a_sort() {
         }
         if let Some(gpu) = &gpu {
             let on_gpu = search(gpu, &vectors, dim, shard_rows, &queries, k);
+            // One query at a time takes the GPU's matrix-vector path.
+            let alone: Vec<Vec<Hit>> = queries.chunks(dim).map(|q| search(gpu, &vectors, dim, shard_rows, q, k).remove(0)).collect();
+            for (qi, hits) in alone.iter().enumerate() {
+                assert_eq!(hits, &on_cpu[qi], "gpu single query vs cpu, shard {shard_rows}, k {k}, query {qi}");
+            }
             for qi in 0..queries.len() / dim {
                 let ids = |h: &[Hit]| h.iter().map(|h| h.id).collect::<Vec<_>>();
                 assert_eq!(ids(&on_gpu[qi]), ids(&on_cpu[qi]), "gpu vs cpu ids, shard {shard_rows}, k {k}, query {qi}");

@@ -1,8 +1,13 @@
 //! [`VectorIndex`]: exact (brute-force) top-k search over unit vectors kept on the device.
 //! Vectors live in row shards that each fit one device buffer (WebGPU caps a binding at
-//! `maxStorageBufferBindingSize`); a query is one matrix product per shard followed by a
-//! selection done with tensor ops on the same device, so only `k` ids and scores per query
-//! leave it. The same code runs on the CPU (flex), giving the same ids.
+//! `maxStorageBufferBindingSize`). A query is one matrix product per shard, then a block-max
+//! selection on the device: the scores `[q, rows]` are cut into blocks of [`BLOCK`], each
+//! block's maximum is reduced on the device, and only the blocks that can hold a top-k entry
+//! (those whose maximum reaches the k-th largest block maximum) are gathered and read back:
+//! `k × BLOCK` scores instead of `rows`, in three dispatches whatever `k`. It is exact: an entry
+//! outside those blocks has k blocks' maxima strictly above it. The final order (score
+//! descending, ties to the lower id) is applied to the candidates on the host. The same code
+//! runs on the CPU (flex), giving the same ids.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
@@ -27,18 +32,50 @@ pub struct VectorIndex {
     /// `[rows, dim]` each; every shard but the last is full.
     shards: Vec<Tensor<2>>,
     len: usize,
+    /// A cubecl (GPU) device rather than the flex CPU backend.
+    gpu: bool,
 }
 
-/// Above this many results per shard, selection reads the shard's scores back and sorts them
-/// on the host: `k` passes on the device cost more than one `[queries, rows]` read-back.
-const DEVICE_SELECT_MAX_K: usize = 32;
+/// Scores per block of the device-side selection.
+pub const BLOCK: usize = 256;
 
-/// A shard's selection, still on the device: scores `[queries, k]` with their ids, or (for a
-/// large `k`) all of the shard's scores `[queries, rows]` with `ids: None`.
-struct Selected {
-    ids: Option<Tensor<2, Int>>,
-    scores: Tensor<2>,
-    offset: usize,
+/// A shard's scores, still on the device: all of them (a small shard), or blocked with each
+/// block's maximum.
+enum Selected {
+    /// `[q, rows]`.
+    All { scores: Tensor<2>, offset: usize },
+    /// `blocks`: `[q, nb, BLOCK]` padded with -inf; `maxima`: `[q, nb]`.
+    Blocks { blocks: Tensor<3>, maxima: Tensor<2>, offset: usize, rows: usize },
+}
+
+/// Reads a search's selections back with `$read` (sync or async) and merges them; one body for
+/// [`VectorIndex::search`] and [`VectorIndex::search_async`].
+macro_rules! read_selection {
+    ($index:expr, $queries:expr, $k:expr, |$t:ident| $read:expr) => {{
+        let q = $index.check_queries($queries)?;
+        let mut candidates = Vec::new();
+        for sel in $index.select($queries, q, $k) {
+            match sel {
+                Selected::All { scores, offset } => {
+                    let $t = scores;
+                    let scores = read_scores($read)?;
+                    let rows = scores.len() / q;
+                    candidates.push(Candidates { scores, ids: (0..rows).map(|j| offset + j).collect(), rows });
+                }
+                Selected::Blocks { blocks, maxima, offset, rows } => {
+                    let $t = maxima;
+                    let maxima = read_scores($read)?;
+                    let picked = candidate_blocks(&maxima, q, $k);
+                    let at = Tensor::<1, Int>::from_data(TensorData::new(picked.iter().map(|&b| b as i64).collect::<Vec<_>>(), [picked.len()]), $index.device());
+                    let $t = blocks.select(1, at); // [q, picked, BLOCK]
+                    let scores = read_scores($read)?;
+                    let ids = picked.iter().flat_map(|&b| (0..BLOCK).map(move |j| b * BLOCK + j)).map(|local| if local < rows { offset + local } else { usize::MAX }).collect::<Vec<_>>();
+                    candidates.push(Candidates { scores, rows: ids.len(), ids });
+                }
+            }
+        }
+        Ok(merge(&candidates, q, $k))
+    }};
 }
 
 impl VectorIndex {
@@ -54,7 +91,8 @@ impl VectorIndex {
         }
         // Ids are selected as f32 (exact below 2^24), which bounds a shard's rows too.
         let shard_rows = usize::try_from(limit / row_bytes).unwrap_or(usize::MAX).min(1 << 24);
-        Ok(Self { device: device.clone(), dim, shard_rows, shards: Vec::new(), len: 0 })
+        let gpu = device.clone().inner().identity().is_some();
+        Ok(Self { device: device.clone(), dim, shard_rows, shards: Vec::new(), len: 0, gpu })
     }
 
     /// Caps the rows per shard below what the buffer limit allows (to test sharding cheaply).
@@ -109,27 +147,12 @@ impl VectorIndex {
     /// The `k` best vectors for each query (row-major `[q, dim]`), best first, ties to the lower
     /// id; fewer than `k` when the index holds fewer.
     pub fn search(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<Hit>>> {
-        let q = self.check_queries(queries)?;
-        let mut parts = Vec::new();
-        for sel in self.select(queries, q, k) {
-            let ids = sel.ids.map(|t| read_ids(t.try_into_data())).transpose()?;
-            parts.push(Part { ids, scores: read_scores(sel.scores.try_into_data())?, offset: sel.offset });
-        }
-        Ok(merge(&parts, q, k))
+        read_selection!(self, queries, k, |t| t.try_into_data())
     }
 
     /// As [`search`](Self::search), reading results back asynchronously (the browser's way).
     pub async fn search_async(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<Hit>>> {
-        let q = self.check_queries(queries)?;
-        let mut parts = Vec::new();
-        for sel in self.select(queries, q, k) {
-            let ids = match sel.ids {
-                Some(t) => Some(read_ids(t.into_data_async().await)?),
-                None => None,
-            };
-            parts.push(Part { ids, scores: read_scores(sel.scores.into_data_async().await)?, offset: sel.offset });
-        }
-        Ok(merge(&parts, q, k))
+        read_selection!(self, queries, k, |t| t.into_data_async().await)
     }
 
     /// Every vector, row-major, in id order (for saving the index).
@@ -148,10 +171,7 @@ impl VectorIndex {
         Ok(queries.len() / self.dim)
     }
 
-    /// Per shard, the top `min(k, rows)` by repeated selection: the maximum score, then the
-    /// lowest id holding it (so ties resolve the same on every backend), then that entry is
-    /// masked out. `k` small passes of elementwise ops and reductions, all on the device; past
-    /// [`DEVICE_SELECT_MAX_K`] the scores are returned whole for the host to sort.
+    /// Per shard, the scores and (past `k` blocks' worth of rows) their block maxima.
     fn select(&self, queries: &[f32], q: usize, k: usize) -> Vec<Selected> {
         if q == 0 || k == 0 {
             return Vec::new();
@@ -161,51 +181,60 @@ impl VectorIndex {
         let mut out = Vec::new();
         for shard in &self.shards {
             let rows = shard.dims()[0];
-            let mut scores = query.clone().matmul(shard.clone().transpose()); // [q, rows]
-            if k.min(rows) > DEVICE_SELECT_MAX_K {
-                out.push(Selected { ids: None, scores, offset });
-                offset += rows;
-                continue;
+            // One query on a GPU is a matrix-vector product: as a broadcast multiply and a row
+            // sum it streams the shard once, where the matmul kernel pads the single row to a
+            // whole tile (2.1× faster on WebGPU for 100k × 768). The CPU's gemm is faster as is.
+            let scores = if q == 1 && self.gpu {
+                shard.clone().mul(query.clone().expand([rows, self.dim])).sum_dim(1).reshape([1, rows])
+            } else {
+                query.clone().matmul(shard.clone().transpose())
+            }; // [q, rows]
+            let nb = rows.div_ceil(BLOCK);
+            if nb <= k {
+                out.push(Selected::All { scores, offset });
+            } else {
+                let pad = nb * BLOCK - rows;
+                let padded = if pad == 0 { scores } else { Tensor::cat(vec![scores, Tensor::full([q, pad], f32::NEG_INFINITY, &self.device)], 1) };
+                let blocks = padded.reshape([q, nb, BLOCK]);
+                let maxima = blocks.clone().max_dim(2).reshape([q, nb]);
+                out.push(Selected::Blocks { blocks, maxima, offset, rows });
             }
-            let ids = Tensor::<1, Int>::arange(0..rows as i64, &self.device).float().unsqueeze::<2>().expand([q, rows]);
-            let (mut best_ids, mut best_scores) = (Vec::new(), Vec::new());
-            for _ in 0..k.min(rows) {
-                let best = scores.clone().max_dim(1); // [q, 1]
-                let at_best = scores.clone().equal(best.clone().expand([q, rows]));
-                let id = ids.clone().mask_fill(at_best.bool_not(), f32::MAX).min_dim(1); // [q, 1]
-                scores = scores.mask_fill(ids.clone().equal(id.clone().expand([q, rows])), f32::NEG_INFINITY);
-                best_ids.push(id);
-                best_scores.push(best);
-            }
-            out.push(Selected { ids: Some(Tensor::cat(best_ids, 1).int()), scores: Tensor::cat(best_scores, 1), offset });
             offset += rows;
         }
         out
     }
 }
 
-/// A shard's selection read back: `[q, k_s]` scores with shard-local ids, or (`ids: None`) all
-/// `[q, rows]` scores, whose column is the shard-local id.
-struct Part {
-    ids: Option<Vec<i64>>,
-    scores: Vec<f32>,
-    offset: usize,
+
+/// The blocks that can hold a top-`k` entry of some query: for each query, those whose maximum
+/// is at least its k-th largest block maximum (ties kept). `maxima` is `[q, nb]`.
+fn candidate_blocks(maxima: &[f32], q: usize, k: usize) -> Vec<usize> {
+    let nb = maxima.len() / q;
+    let mut picked = std::collections::BTreeSet::new();
+    for row in maxima.chunks(nb) {
+        let mut sorted = row.to_vec();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        let kth = sorted[k.min(nb) - 1];
+        picked.extend((0..nb).filter(|&b| row[b] >= kth));
+    }
+    picked.into_iter().collect()
 }
 
-/// Merges per-shard selections into the best `k` per query: score descending, ties to the
-/// lower id, the order the device selection uses.
-fn merge(parts: &[Part], q: usize, k: usize) -> Vec<Vec<Hit>> {
+/// A shard's candidates read back: `[q, rows]` scores and the global id of each column
+/// (`usize::MAX` for padding).
+struct Candidates {
+    scores: Vec<f32>,
+    ids: Vec<usize>,
+    rows: usize,
+}
+
+/// Merges the candidates into the best `k` per query: score descending, ties to the lower id.
+fn merge(parts: &[Candidates], q: usize, k: usize) -> Vec<Vec<Hit>> {
     (0..q)
         .map(|qi| {
             let mut hits: Vec<Hit> = parts
                 .iter()
-                .flat_map(|p| {
-                    let ks = p.scores.len() / q;
-                    (0..ks).map(move |j| {
-                        let local = p.ids.as_ref().map_or(j, |ids| ids[qi * ks + j] as usize);
-                        Hit { id: (p.offset + local) as u32, score: p.scores[qi * ks + j] }
-                    })
-                })
+                .flat_map(|p| (0..p.rows).filter(|&j| p.ids[j] != usize::MAX).map(move |j| Hit { id: p.ids[j] as u32, score: p.scores[qi * p.rows + j] }))
                 .collect();
             hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
             hits.truncate(k);
@@ -217,11 +246,6 @@ fn merge(parts: &[Part], q: usize, k: usize) -> Vec<Vec<Hit>> {
 fn read_scores<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<f32>> {
     let data = data.map_err(|e| Error::Readback(format!("{e:?}")))?;
     data.convert::<f32>().try_into_vec::<f32>().map_err(|e| Error::Readback(format!("{e:?}")))
-}
-
-fn read_ids<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<i64>> {
-    let data = data.map_err(|e| Error::Readback(format!("{e:?}")))?;
-    data.convert::<i64>().try_into_vec::<i64>().map_err(|e| Error::Readback(format!("{e:?}")))
 }
 
 #[cfg(test)]
