@@ -39,6 +39,8 @@ export async function load(source, options = {}) {
   return new Model(inner, reload, modelOptions, id);
 }
 
+const isTexts = (texts) => Array.isArray(texts) && texts.every((t) => typeof t === 'string');
+
 /** Views of each row of a row-major `[n, dim]` array. */
 function rows(flat, n) {
   const dim = n ? flat.length / n : 0;
@@ -101,9 +103,7 @@ export class Model {
    * @returns {Promise<Float32Array>}
    */
   embedFlat(texts) {
-    if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string')) {
-      return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
-    }
+    if (!isTexts(texts)) return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
     const run = this.#queue.then(() => this.#embedNow(texts));
     this.#queue = run.catch(() => {});
     return run;
@@ -208,9 +208,7 @@ class WorkerModel {
 
   /** @returns {Promise<Float32Array>} */
   embedFlat(texts) {
-    if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string')) {
-      return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
-    }
+    if (!isTexts(texts)) return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
     return this.call('embed', { texts });
   }
 

@@ -15,6 +15,9 @@ const SAMPLE = readFileSync(join(ROOT, 'www/corpus/coco-captions.txt'), 'utf8').
 const server = await serve(DEMO_ROUTES);
 const browser = await launch();
 const context = await browser.newContext({ viewport: { width: 1100, height: 1400 } });
+// Nothing may leave for another host: every request the pages make is recorded.
+const external = [];
+context.on('request', (r) => /^(blob|data):/.test(r.url()) || r.url().startsWith(server.url) || external.push(r.url()));
 let { page } = await open(context, `${server.url}/`);
 const demo = () => page.evaluate(() => ({ embedded: st5demo.embeddedTexts, restored: st5demo.restored }));
 const status = () => page.getByTestId('index-status').textContent();
@@ -144,6 +147,13 @@ const failed = await runCases([
       });
       if (!r.same || !r.rejected) throw new Error(JSON.stringify(r));
       return `${r.n} vectors in ${r.size} bytes; a truncated file: "${r.rejected}"`;
+    },
+  ],
+  [
+    'no_request_leaves_localhost',
+    async () => {
+      if (external.length) throw new Error(external.join(', '));
+      return 'every request went to the local server';
     },
   ],
   [
