@@ -68,9 +68,15 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// A fresh copy of a fixture under the temp dir, to corrupt without touching the original.
-pub fn scratch_copy(model: &str, tag: &str) -> PathBuf {
+/// A fresh, empty path under the temp dir (not created).
+pub fn scratch_dir(tag: &str) -> PathBuf {
     let dst = std::env::temp_dir().join(format!("st5-test-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dst);
+    dst
+}
+
+pub fn scratch_copy(model: &str, tag: &str) -> PathBuf {
+    let dst = scratch_dir(tag);
     copy_dir(&fixture(model), &dst);
     dst
 }

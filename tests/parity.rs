@@ -298,3 +298,40 @@ fn in_memory_files_load_like_the_directory() {
     };
     assert!(msg.contains("model-00002-of-00005.safetensors") && msg.contains("memory:"), "{msg}");
 }
+
+/// A model saved as a sentence-transformers directory loads back (through the ordinary loader)
+/// with identical embeddings, for both encoder poolings; a failed save keeps the old directory.
+#[test]
+fn saved_model_loads_back_identically() {
+    use st5_core::save::{SaveOptions, save_sentence_transformers};
+    use st5_core::{HeadConfig, SentenceT5, T5Config};
+    let device = Backend::Cpu.device().unwrap();
+    let src = fixture("st-enc-mean-relu");
+    let config_json: serde_json::Value = serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    let cfg = T5Config::from_file(&src.join("config.json")).unwrap();
+    let tokenizer_json = std::fs::read(src.join("tokenizer.json")).unwrap();
+    let texts = ["A man is playing a guitar.", "", "Zwei Hunde spielen im Schnee, und ein dritter schaut zu."];
+    for variant in [Variant::EncMean, Variant::EncFirst] {
+        let head = HeadConfig { variant, dense: vec![(cfg.d_model, 6, false)], normalize: true };
+        let model = SentenceT5::init(&cfg, &head, &device);
+        let dir = scratch_dir(&format!("saved-{variant}"));
+        let opts = SaveOptions { config: config_json.clone(), tokenizer_json: &tokenizer_json, max_seq_length: 32, readme: Some("# test\n".into()) };
+        save_sentence_transformers(&model, &dir, &opts).unwrap();
+        let loaded = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();
+        assert_eq!((loaded.variant(), loaded.dim(), loaded.tokenizer().max_len()), (variant, 6, 32));
+        assert!(loaded.report().unused.is_empty(), "unused: {:?}", loaded.report().unused);
+        let got = loaded.embed(&texts).unwrap();
+        let ids = loaded.tokenizer().encode_batch(&texts).unwrap();
+        for (i, t) in ids.iter().enumerate() {
+            let e = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();
+            let (ids_t, mask) = e.batch_tensors(&[t.as_slice()]);
+            let want: Vec<f32> = model.forward(ids_t, mask).into_data().try_to_vec().unwrap();
+            let err = max_abs_diff(got.row(i), &want);
+            assert!(err <= TOL, "{variant}, text {i}: saved model differs by {err:e}");
+        }
+        // Saving over it again replaces it; an unsavable model leaves it as it was.
+        let encdec = SentenceT5::init(&cfg, &HeadConfig { variant: Variant::EncDecFirst, dense: vec![], normalize: true }, &device);
+        assert!(save_sentence_transformers(&encdec, &dir, &opts).is_err());
+        assert!(Embedder::load(&dir, &LoadOptions::default(), &device).is_ok());
+    }
+}

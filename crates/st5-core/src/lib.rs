@@ -7,6 +7,7 @@
 //! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
 //! - [`weights`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from a
 //!   directory or from files held in memory;
+//! - [`save`]: writing a model as a sentence-transformers directory;
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
@@ -23,6 +24,7 @@ pub mod layout;
 pub mod model;
 pub mod npy;
 pub mod probe;
+pub mod save;
 pub mod t5;
 pub mod tokenizer;
 pub mod weights;

@@ -1,0 +1,203 @@
+//! Writes a [`SentenceT5`] as a sentence-transformers directory (the 2.x layout, which every
+//! sentence-transformers version and this crate read): the T5 encoder under Hugging Face names
+//! in `model.safetensors` (Linear weights back in PyTorch's `[out, in]` layout), `config.json`,
+//! the tokenizer, `1_Pooling`, each Dense as `2_Dense/model.safetensors` (`linear.weight`), and
+//! `3_Normalize`. The directory is written beside the target and renamed into place, so a
+//! failed save leaves an existing model untouched.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::model::{SentenceT5, Variant};
+
+/// What a saved directory needs besides the weights.
+pub struct SaveOptions<'a> {
+    /// The T5 `config.json`, as parsed JSON (kept as given, so unknown keys survive).
+    pub config: serde_json::Value,
+    /// The tokenizer's `tokenizer.json` bytes.
+    pub tokenizer_json: &'a [u8],
+    pub max_seq_length: usize,
+    /// The model card (`README.md`), if any.
+    pub readme: Option<String>,
+}
+
+/// Every float parameter as `(module path, shape, values)`.
+#[derive(Default)]
+struct Collect {
+    path: Vec<String>,
+    tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+}
+
+impl ModuleVisitor for Collect {
+    fn enter_module(&mut self, name: &str, _container: &str) {
+        self.path.push(name.to_string());
+    }
+    fn exit_module(&mut self, _name: &str, _container: &str) {
+        self.path.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let t = param.val();
+        let shape = t.dims().to_vec();
+        let values = t.into_data().convert::<f32>().try_into_vec::<f32>().unwrap_or_default();
+        self.tensors.push((self.path.join("."), shape, values));
+    }
+}
+
+/// Block fields whose Hugging Face name is a `layer.N` index: (field, encoder, decoder). Every
+/// other module is named as in `modeling_t5.py` already.
+const BLOCK_LAYERS: [(&str, &str, &str); 3] = [("self_attention", "layer.0", "layer.0"), ("cross_attention", "layer.1", "layer.1"), ("ff", "layer.1", "layer.2")];
+
+/// The Hugging Face name of a parameter at module path `path` (under `t5.`), and whether it is
+/// a Linear weight to transpose. Fields named `weight`/`bias` belong to Linear and layer-norm
+/// modules; bare parameters (`embed_tokens`, `relative_attention_bias`) are embedding tables.
+fn hf_name(path: &str, rank: usize) -> (String, bool) {
+    let decoder = path.starts_with("decoder.");
+    let path = path
+        .split('.')
+        .map(|seg| BLOCK_LAYERS.iter().find(|(f, _, _)| *f == seg).map_or(seg, |(_, e, d)| if decoder { d } else { e }))
+        .collect::<Vec<_>>()
+        .join(".");
+    let path = path.as_str();
+    if path.ends_with(".weight") || path.ends_with(".bias") {
+        return (path.to_string(), rank == 2 && path.ends_with(".weight"));
+    }
+    if path == "encoder.embed_tokens" {
+        // T5's tied table: `transformers` loads it as `shared`, and so does this crate.
+        return ("shared.weight".into(), false);
+    }
+    (format!("{path}.weight"), false)
+}
+
+fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; v.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = v[r * cols + c];
+        }
+    }
+    out
+}
+
+fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, path: &Path) -> Result<Vec<u8>> {
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(name, (shape, values))| {
+            let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytemuck::cast_slice(values))
+                .expect("shape matches data");
+            (name.clone(), view)
+        })
+        .collect();
+    let meta = Some(std::collections::HashMap::from([("format".to_string(), "pt".to_string())]));
+    safetensors::serialize(views, meta).map_err(|source| Error::Safetensors { path: path.to_path_buf(), source })
+}
+
+fn write(dir: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
+    let p = dir.join(rel);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    std::fs::write(&p, bytes).map_err(|e| Error::io(&p, e))
+}
+
+fn json_bytes(v: serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec_pretty(&v).expect("JSON values serialise")
+}
+
+/// Saves `model` (an `enc-mean` or `enc-first` model) to `dir`, replacing what is there only
+/// once everything is written.
+pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &SaveOptions<'_>) -> Result<()> {
+    if model.variant == Variant::EncDecFirst {
+        return Err(Error::Invalid(
+            "sentence-transformers has no pooling for the first decoder output: save enc-mean or enc-first models".into(),
+        ));
+    }
+    let mut collect = Collect::default();
+    model.visit(&mut collect);
+    let mut t5 = BTreeMap::new();
+    let mut dense: BTreeMap<usize, BTreeMap<String, (Vec<usize>, Vec<f32>)>> = BTreeMap::new();
+    for (path, shape, values) in collect.tensors {
+        if let Some(rest) = path.strip_prefix("t5.") {
+            let (name, flip) = hf_name(rest, shape.len());
+            let (shape, values) = if flip { (vec![shape[1], shape[0]], transpose(&values, shape[0], shape[1])) } else { (shape, values) };
+            t5.insert(name, (shape, values));
+        } else if let Some(rest) = path.strip_prefix("dense.") {
+            // `dense.{i}.weight` / `dense.{i}.bias` of a Linear stored `[in, out]`.
+            let (i, field) = rest.split_once('.').ok_or_else(|| Error::Invalid(format!("unexpected parameter {path}")))?;
+            let i: usize = i.parse().map_err(|_| Error::Invalid(format!("unexpected parameter {path}")))?;
+            let (shape, values) = if shape.len() == 2 { (vec![shape[1], shape[0]], transpose(&values, shape[0], shape[1])) } else { (shape, values) };
+            dense.entry(i).or_default().insert(format!("linear.{field}"), (shape, values));
+        } else {
+            return Err(Error::Invalid(format!("unexpected parameter {path}")));
+        }
+    }
+
+    let staging = staging_dir(dir);
+    let _ = std::fs::remove_dir_all(&staging);
+    let d_model = options.config["d_model"].as_u64().unwrap_or(0);
+    write(&staging, "model.safetensors", &safetensors_bytes(&t5, &dir.join("model.safetensors"))?)?;
+    write(&staging, "config.json", &json_bytes(options.config.clone()))?;
+    write(&staging, "tokenizer.json", options.tokenizer_json)?;
+    write(&staging, "sentence_bert_config.json", &json_bytes(json!({ "max_seq_length": options.max_seq_length, "do_lower_case": false })))?;
+    write(&staging, "tokenizer_config.json", &json_bytes(json!({ "model_max_length": options.max_seq_length, "tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>" })))?;
+    let mean = model.variant == Variant::EncMean;
+    write(
+        &staging,
+        "1_Pooling/config.json",
+        &json_bytes(json!({
+            "word_embedding_dimension": d_model,
+            "pooling_mode_cls_token": !mean,
+            "pooling_mode_mean_tokens": mean,
+            "pooling_mode_max_tokens": false,
+            "pooling_mode_mean_sqrt_len_tokens": false,
+        })),
+    )?;
+    let mut modules = vec![
+        json!({ "idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer" }),
+        json!({ "idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling" }),
+    ];
+    for (i, tensors) in &dense {
+        let folder = format!("{}_Dense", i + 2);
+        let (out_f, in_f) = (tensors["linear.weight"].0[0], tensors["linear.weight"].0[1]);
+        let cfg = json!({ "in_features": in_f, "out_features": out_f, "bias": tensors.contains_key("linear.bias"), "activation_function": "torch.nn.modules.linear.Identity" });
+        write(&staging, &format!("{folder}/config.json"), &json_bytes(cfg))?;
+        write(&staging, &format!("{folder}/model.safetensors"), &safetensors_bytes(tensors, &dir.join(&folder))?)?;
+        modules.push(json!({ "idx": modules.len(), "name": modules.len().to_string(), "path": folder, "type": "sentence_transformers.models.Dense" }));
+    }
+    if model.normalize {
+        let folder = format!("{}_Normalize", modules.len());
+        write(&staging, &format!("{folder}/config.json"), b"{}")?;
+        modules.push(json!({ "idx": modules.len(), "name": modules.len().to_string(), "path": folder, "type": "sentence_transformers.models.Normalize" }));
+    }
+    write(&staging, "modules.json", &json_bytes(serde_json::Value::Array(modules)))?;
+    write(&staging, "config_sentence_transformers.json", &json_bytes(json!({ "similarity_fn_name": "cosine", "model_type": "SentenceTransformer" })))?;
+    if let Some(readme) = &options.readme {
+        write(&staging, "README.md", readme.as_bytes())?;
+    }
+    replace_dir(&staging, dir)
+}
+
+fn staging_dir(dir: &Path) -> PathBuf {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    dir.with_file_name(format!(".{name}.saving"))
+}
+
+/// Moves `staging` to `dir`: the old directory is moved aside first and removed only after the
+/// new one is in place.
+fn replace_dir(staging: &Path, dir: &Path) -> Result<()> {
+    let old = dir.with_file_name(format!(".{}.old", dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()));
+    let had_old = dir.exists();
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+        std::fs::rename(dir, &old).map_err(|e| Error::io(dir, e))?;
+    }
+    std::fs::rename(staging, dir).map_err(|e| Error::io(dir, e))?;
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(())
+}
