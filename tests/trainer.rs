@@ -3,8 +3,10 @@
 //! to every embedding, with and without hard negatives, symmetric or not; and three Adafactor
 //! steps as `transformers.optimization.Adafactor` takes them. Tolerance: 1e-5 absolute, or
 //! 1e-5 relative to the reference's magnitude where that is larger (f32 here, f64 there).
+//! And GradCache against the plain step on a tiny random model.
 
 use burn::optim::Optimizer;
+use st5_core::SentenceT5;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde_json::Value;
 use st5_tests::fixture;
@@ -90,4 +92,81 @@ fn adafactor_steps_match_transformers() {
         println!("adafactor step {}: matrix error {em:.2e}, vector error {ev:.2e}", i + 1);
         assert!(em <= TOL && ev <= TOL, "step {}: matrix {em:e}, vector {ev:e}", i + 1);
     }
+}
+
+/// Every parameter's gradient in `grads`, in module order.
+fn all_grads(model: &SentenceT5, grads: &burn::optim::GradientsParams) -> Vec<Vec<f32>> {
+    use burn::module::{Module, ModuleVisitor, Param};
+    struct V<'a>(&'a burn::optim::GradientsParams, Vec<Vec<f32>>);
+    impl ModuleVisitor for V<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let g = self.0.get::<D>(param.id).map(|g| g.into_data().try_to_vec::<f32>().unwrap()).unwrap_or_default();
+            self.1.push(g);
+        }
+    }
+    let mut v = V(grads, Vec::new());
+    model.visit(&mut v);
+    v.1
+}
+
+/// One GradCache step (chunks of 4 texts) gives the plain step's loss and gradients, and so the
+/// same updated weights, on a tiny random model, with and without hard negatives.
+#[test]
+fn gradcache_step_equals_plain_step() {
+    use st5_core::{HeadConfig, T5Config, Variant};
+    use st5_trainer::step::{Batch, gradients};
+    let cfg = T5Config::from_slice(br#"{"vocab_size": 64, "d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 2, "num_heads": 2}"#, std::path::Path::new("tiny")).unwrap();
+    let base = Device::flex();
+    let head = HeadConfig { variant: Variant::EncMean, dense: vec![(8, 6, false)], normalize: true };
+    let model = SentenceT5::init(&cfg, &head, &base.clone().autodiff());
+    let seq = |seed: u32, len: usize| (0..len).map(|i| 2 + (seed * 31 + i as u32 * 17) % 60).chain([1]).collect::<Vec<u32>>();
+    let mut batch = Batch {
+        anchors: (0..5).map(|i| seq(i, 3 + i as usize)).collect(),
+        positives: (0..5).map(|i| seq(i + 10, 7 - i as usize)).collect(),
+        negatives: vec![],
+    };
+    let loss = ContrastiveLoss { temperature: 0.05, symmetric: true };
+    for negatives in [false, true] {
+        if negatives {
+            batch.negatives = (0..5).map(|i| seq(i + 20, 2 + 2 * i as usize)).collect();
+        }
+        let (plain_loss, plain) = gradients(&model, &batch, &loss, None, &base);
+        let (cached_loss, cached) = gradients(&model, &batch, &loss, Some(4), &base);
+        assert!((plain_loss - cached_loss).abs() <= 1e-5, "loss {plain_loss} vs {cached_loss}");
+        let (a, b) = (all_grads(&model, &plain), all_grads(&model, &cached));
+        assert_eq!(a.len(), b.len());
+        let mut worst = 0.0f32;
+        let mut nonzero = 0;
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(x.len(), y.len(), "a parameter lacks a gradient on one side");
+            nonzero += x.iter().any(|v| *v != 0.0) as usize;
+            worst = worst.max(worst_abs(x, y));
+        }
+        let mut optim = st5_trainer::optim::adafactor().init();
+        let p1 = optim.step(1e-3, model.clone(), plain);
+        let mut optim = st5_trainer::optim::adafactor().init();
+        let p2 = optim.step(1e-3, model.clone(), cached);
+        let weights = |m: &SentenceT5| all_params(m);
+        let wdiff = weights(&p1).iter().zip(&weights(&p2)).map(|(x, y)| worst_abs(x, y)).fold(0.0, f32::max);
+        println!("negatives {negatives}: loss {plain_loss:.6}; worst gradient difference {worst:.2e} over {nonzero} parameters with gradients; updated weights differ by {wdiff:.2e}");
+        assert!(nonzero > 10, "too few gradients: {nonzero}");
+        assert!(worst <= 1e-5 && wdiff <= 1e-5, "gradients {worst:e}, weights {wdiff:e}");
+    }
+}
+
+fn worst_abs(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn all_params(model: &SentenceT5) -> Vec<Vec<f32>> {
+    use burn::module::{Module, ModuleVisitor, Param};
+    struct V(Vec<Vec<f32>>);
+    impl ModuleVisitor for V {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.push(param.val().into_data().try_to_vec::<f32>().unwrap());
+        }
+    }
+    let mut v = V(Vec::new());
+    model.visit(&mut v);
+    v.0
 }

@@ -2,7 +2,9 @@
 //! st5-core model code the browser and the CLI run, with burn autodiff.
 //!
 //! - [`loss`]: the in-batch softmax contrastive loss with hard negatives;
-//! - [`optim`]: the optimisers as the paper configures them.
+//! - [`optim`]: the optimisers as the paper configures them;
+//! - [`step`]: one gradient computation of the dual encoder, plain or with GradCache.
 
 pub mod loss;
 pub mod optim;
+pub mod step;
