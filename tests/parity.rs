@@ -315,7 +315,7 @@ fn saved_model_loads_back_identically() {
         let head = HeadConfig { variant, dense: vec![(cfg.d_model, 6, false)], normalize: true };
         let model = SentenceT5::init(&cfg, &head, &device);
         let dir = scratch_dir(&format!("saved-{variant}"));
-        let opts = SaveOptions { config: config_json.clone(), tokenizer_json: &tokenizer_json, max_seq_length: 32, readme: Some("# test\n".into()) };
+        let opts = SaveOptions { config: config_json.clone(), tokenizer_json: &tokenizer_json, max_seq_length: 32, readme: Some("# test\n".into()), extra: vec![] };
         save_sentence_transformers(&model, &dir, &opts).unwrap();
         let loaded = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();
         assert_eq!((loaded.variant(), loaded.dim(), loaded.tokenizer().max_len()), (variant, 6, 32));

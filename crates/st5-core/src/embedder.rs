@@ -174,6 +174,10 @@ impl Embedder {
     pub fn report(&self) -> &LoadReport {
         &self.report
     }
+    /// The model, its tokenizer and layout, for callers that go on to train or save the model.
+    pub fn into_parts(self) -> (SentenceT5, T5Tokenizer, ModelLayout) {
+        (self.model, self.tokenizer, self.layout)
+    }
     pub fn set_batch_size(&mut self, batch_size: usize) {
         self.batch_size = batch_size.max(1);
     }

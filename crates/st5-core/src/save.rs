@@ -24,6 +24,8 @@ pub struct SaveOptions<'a> {
     pub max_seq_length: usize,
     /// The model card (`README.md`), if any.
     pub readme: Option<String>,
+    /// More files written into the same directory, in the same atomic step (a trainer's state).
+    pub extra: Vec<(String, Vec<u8>)>,
 }
 
 /// Every float parameter as `(module path, shape, values)`.
@@ -177,6 +179,9 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
     write(&staging, "config_sentence_transformers.json", &json_bytes(json!({ "similarity_fn_name": "cosine", "model_type": "SentenceTransformer" })))?;
     if let Some(readme) = &options.readme {
         write(&staging, "README.md", readme.as_bytes())?;
+    }
+    for (rel, bytes) in &options.extra {
+        write(&staging, rel, bytes)?;
     }
     replace_dir(&staging, dir)
 }

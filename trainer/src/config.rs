@@ -1,0 +1,232 @@
+//! The training config (TOML): the model to start from, then a list of stages, each with its
+//! datasets, batch size, length, learning rate and schedule, temperature and loss direction.
+//! Defaults are the paper's (§3.3): Adafactor, lr 1e-3, τ = 0.01.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Seeds initialisation, data order and sampling.
+    #[serde(default)]
+    pub seed: u64,
+    /// `cpu` (flex) or `wgpu`.
+    #[serde(default = "cpu")]
+    pub device: String,
+    /// The trained model is written here (a sentence-transformers directory).
+    pub output: PathBuf,
+    /// Checkpoints go here; `--resume` continues from the newest.
+    #[serde(default)]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Steps between checkpoints (0: only at the end of each stage).
+    #[serde(default)]
+    pub checkpoint_every: usize,
+    /// Non-finite losses in a row before the run aborts.
+    #[serde(default = "five")]
+    pub max_bad_steps: usize,
+    /// Steps between STS-B dev evaluations (0: only at the end of each stage).
+    #[serde(default)]
+    pub eval_every: usize,
+    /// STS-B dev pairs evaluated (0: all 1,500).
+    #[serde(default)]
+    pub eval_pairs: usize,
+    /// The evaluation data (`stsbenchmark/`, `sts12/`, ...): test sentences are dropped from
+    /// training, and STS-B dev is the dev metric.
+    #[serde(default = "data_dir")]
+    pub eval_data: PathBuf,
+    pub model: ModelConfig,
+    #[serde(rename = "stage")]
+    pub stages: Vec<StageConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// A sentence-transformers directory, or a Hugging Face T5 / T5 v1.1 / mT5 directory.
+    pub init: PathBuf,
+    /// `enc-mean`, `enc-first` or `encdec-first`; default: the directory's pooling.
+    #[serde(default)]
+    pub variant: Option<String>,
+    /// Output width of the Dense projection created when the source has none (default d_model).
+    #[serde(default)]
+    pub dim: Option<usize>,
+    #[serde(default)]
+    pub max_seq_length: Option<usize>,
+    /// A `tokenizer.json` for sources without one.
+    #[serde(default)]
+    pub tokenizer: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageConfig {
+    pub name: String,
+    pub batch_size: usize,
+    /// Optimiser steps in this stage.
+    pub steps: usize,
+    #[serde(default = "lr")]
+    pub lr: f64,
+    /// Linear warmup steps from 0 to `lr`.
+    #[serde(default)]
+    pub warmup: usize,
+    /// `constant` (the paper's) or `linear` decay to 0 after warmup.
+    #[serde(default = "constant")]
+    pub schedule: String,
+    #[serde(default = "tau")]
+    pub temperature: f32,
+    #[serde(default)]
+    pub symmetric: bool,
+    /// `adafactor` (the paper's) or `adamw`.
+    #[serde(default = "adafactor")]
+    pub optimizer: String,
+    /// Clip the gradient's global L2 norm to this (0: no clipping).
+    #[serde(default)]
+    pub clip_norm: f32,
+    /// GradCache: texts per forward pass (0: the whole batch at once).
+    #[serde(default)]
+    pub chunk_size: usize,
+    #[serde(rename = "dataset")]
+    pub datasets: Vec<DatasetConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetConfig {
+    pub path: PathBuf,
+    /// `jsonl` or `tsv`; default from the extension.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// Anchor, positive and (optionally) negative: JSON fields, or TSV header names.
+    #[serde(default = "columns")]
+    pub columns: Vec<String>,
+    /// Relative sampling weight among the stage's datasets.
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+fn cpu() -> String {
+    "cpu".into()
+}
+fn five() -> usize {
+    5
+}
+fn data_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"))
+}
+fn lr() -> f64 {
+    1e-3
+}
+fn constant() -> String {
+    "constant".into()
+}
+fn tau() -> f32 {
+    0.01
+}
+fn adafactor() -> String {
+    "adafactor".into()
+}
+fn columns() -> Vec<String> {
+    vec!["anchor".into(), "positive".into(), "negative".into()]
+}
+fn one() -> f64 {
+    1.0
+}
+
+impl TrainConfig {
+    /// Reads and validates a config; relative paths are taken from the config's folder.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let mut cfg: Self = toml::from_str(&text).map_err(|e| Error::Config { path: path.into(), message: e.to_string() })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        fix(&mut cfg.output);
+        fix(&mut cfg.model.init);
+        if let Some(t) = cfg.model.tokenizer.as_mut() {
+            fix(t);
+        }
+        if let Some(c) = cfg.checkpoint_dir.as_mut() {
+            fix(c);
+        }
+        for d in cfg.stages.iter_mut().flat_map(|s| s.datasets.iter_mut()) {
+            fix(&mut d.path);
+        }
+        cfg.validate().map_err(|message| Error::Config { path: path.into(), message })?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !matches!(self.device.as_str(), "cpu" | "wgpu") {
+            return Err(format!("device `{}`: expected cpu or wgpu", self.device));
+        }
+        if self.stages.is_empty() {
+            return Err("no [[stage]]".into());
+        }
+        for s in &self.stages {
+            let at = |m: &str| format!("stage `{}`: {m}", s.name);
+            if s.batch_size < 2 {
+                return Err(at("batch_size must be at least 2 (in-batch negatives)"));
+            }
+            if !(s.lr > 0.0 && s.lr.is_finite()) || !(s.temperature > 0.0) {
+                return Err(at("lr and temperature must be positive"));
+            }
+            if !matches!(s.schedule.as_str(), "constant" | "linear") {
+                return Err(at(&format!("schedule `{}`: expected constant or linear", s.schedule)));
+            }
+            if !matches!(s.optimizer.as_str(), "adafactor" | "adamw") {
+                return Err(at(&format!("optimizer `{}`: expected adafactor or adamw", s.optimizer)));
+            }
+            if s.datasets.is_empty() {
+                return Err(at("no [[stage.dataset]]"));
+            }
+            for d in &s.datasets {
+                if !(2..=3).contains(&d.columns.len()) || !(d.weight > 0.0) {
+                    return Err(at(&format!("dataset {}: 2 or 3 columns and a positive weight", d.path.display())));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StageConfig {
+    /// The learning rate at `step` (0-based) of this stage.
+    pub fn lr_at(&self, step: usize) -> f64 {
+        if step < self.warmup {
+            return self.lr * (step + 1) as f64 / self.warmup as f64;
+        }
+        match self.schedule.as_str() {
+            "linear" => self.lr * (self.steps.saturating_sub(step)) as f64 / (self.steps - self.warmup).max(1) as f64,
+            _ => self.lr,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(warmup: usize, schedule: &str) -> StageConfig {
+        toml::from_str(&format!(
+            "name = 's'\nbatch_size = 4\nsteps = 10\nwarmup = {warmup}\nschedule = '{schedule}'\n[[dataset]]\npath = 'x.jsonl'"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn schedules() {
+        // (warmup, schedule, step, lr / peak)
+        let cases = [(0, "constant", 0, 1.0), (0, "constant", 9, 1.0), (4, "constant", 0, 0.25), (4, "constant", 3, 1.0), (4, "constant", 7, 1.0), (0, "linear", 0, 1.0), (0, "linear", 5, 0.5), (2, "linear", 2, 1.0), (2, "linear", 6, 0.5)];
+        for (w, s, step, want) in cases {
+            let got = stage(w, s).lr_at(step) / 1e-3;
+            assert!((got - want).abs() < 1e-9, "warmup {w} {s} step {step}: {got}");
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! Training examples: `(anchor, positive[, negative])` from JSON Lines or TSV; evaluation test
+//! sentences dropped; and the batch sampler: each batch from one dataset (chosen by weight),
+//! without a repeated text, in a seeded order whose position is part of a checkpoint.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::DatasetConfig;
+use crate::error::{Error, Result};
+
+/// One training example.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Example {
+    pub anchor: String,
+    pub positive: String,
+    pub negative: Option<String>,
+}
+
+/// A dataset after filtering, with how many examples were dropped and why.
+#[derive(Debug)]
+pub struct Dataset {
+    pub name: String,
+    pub examples: Vec<Example>,
+    pub dropped_eval_overlap: usize,
+    pub weight: f64,
+}
+
+/// Lower-cased, punctuation and extra spaces removed: the form in which training texts are
+/// compared with evaluation sentences.
+pub fn normalize(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_ascii_punctuation() && !matches!(c, '“' | '”' | '‘' | '’' | '–' | '—' | '…'))
+        .collect::<String>()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every sentence of the evaluation test splits (STS12–16, STS-B test, SICK test, SST-2 test,
+/// TREC test, MRPC test) under `data`, normalised.
+pub fn eval_sentences(data: &Path) -> Result<HashSet<String>> {
+    use st5_eval::data as d;
+    let mut out = HashSet::new();
+    let mut pairs = Vec::new();
+    for year in ["sts12", "sts13", "sts14", "sts15", "sts16"] {
+        for (_, set) in d::sts_year(&data.join(year))?.0 {
+            pairs.extend(set);
+        }
+    }
+    pairs.extend(d::sts_benchmark(&data.join("stsbenchmark/sts-test.csv"))?);
+    pairs.extend(d::sick(&data.join("sick/SICK_test_annotated.txt"))?);
+    for p in pairs {
+        out.insert(normalize(&p.a));
+        out.insert(normalize(&p.b));
+    }
+    for l in d::sst2(&data.join("sst2/sentiment-test"))?.into_iter().chain(d::trec(&data.join("trec/TREC_10.label"))?) {
+        out.insert(normalize(&l.text));
+    }
+    for p in d::mrpc(&data.join("mrpc/msr_paraphrase_test.txt"))? {
+        out.insert(normalize(&p.a));
+        out.insert(normalize(&p.b));
+    }
+    out.remove("");
+    Ok(out)
+}
+
+/// Reads a dataset and drops every example with a text in `exclude` (normalised).
+pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
+    let path = &cfg.path;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let format = cfg.format.clone().unwrap_or_else(|| if path.extension().is_some_and(|e| e == "tsv") { "tsv".into() } else { "jsonl".into() });
+    let bad = |line: usize, message: String| Error::Data { path: path.clone(), line, message };
+    let mut examples = Vec::new();
+    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+    let tsv_columns: Option<Vec<usize>> = match format.as_str() {
+        "tsv" => {
+            let (n, header) = lines.next().ok_or_else(|| bad(1, "empty file (a TSV needs a header line)".into()))?;
+            let names: Vec<&str> = header.split('\t').collect();
+            Some(
+                cfg.columns
+                    .iter()
+                    .map(|c| names.iter().position(|h| h == c).ok_or_else(|| bad(n, format!("no column `{c}` in the header ({})", names.join(", ")))))
+                    .collect::<Result<_>>()?,
+            )
+        }
+        "jsonl" => None,
+        other => return Err(bad(0, format!("unknown format `{other}` (expected jsonl or tsv)"))),
+    };
+    for (n, line) in lines {
+        let fields: Vec<String> = match &tsv_columns {
+            Some(cols) => {
+                let cells: Vec<&str> = line.split('\t').collect();
+                cols.iter().map(|&c| cells.get(c).map(|s| s.to_string()).ok_or_else(|| bad(n, format!("{} cells, column {c} wanted", cells.len())))).collect::<Result<_>>()?
+            }
+            None => {
+                let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(n, format!("invalid JSON: {e}")))?;
+                cfg.columns
+                    .iter()
+                    .map(|c| v.get(c).and_then(|x| x.as_str()).map(str::to_string).ok_or_else(|| bad(n, format!("no string field `{c}`"))))
+                    .collect::<Result<_>>()?
+            }
+        };
+        let mut f = fields.into_iter();
+        let (anchor, positive, negative) = (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next());
+        examples.push(Example { anchor, positive, negative });
+    }
+    let before = examples.len();
+    examples.retain(|e| ![Some(&e.anchor), Some(&e.positive), e.negative.as_ref()].into_iter().flatten().any(|t| exclude.contains(&normalize(t))));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(Dataset { name, dropped_eval_overlap: before - examples.len(), examples, weight: cfg.weight })
+}
+
+/// SplitMix64: small, seedable, and its whole state is one `u64` (saved in checkpoints).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            v.swap(i, self.below(i + 1));
+        }
+    }
+}
+
+/// Where the sampler stands: everything needed to continue exactly after a restart.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SamplerState {
+    pub rng: Rng,
+    /// Per dataset: its current shuffled order and the next position in it.
+    pub orders: Vec<Vec<u32>>,
+    pub positions: Vec<usize>,
+    pub epochs: Vec<usize>,
+}
+
+/// Batches of examples, each from a single dataset, with no text twice in a batch.
+pub struct Sampler<'a> {
+    datasets: &'a [Dataset],
+    pub state: SamplerState,
+}
+
+impl<'a> Sampler<'a> {
+    pub fn new(datasets: &'a [Dataset], seed: u64) -> Self {
+        let mut rng = Rng(seed);
+        let orders = datasets
+            .iter()
+            .map(|d| {
+                let mut o: Vec<u32> = (0..d.examples.len() as u32).collect();
+                rng.shuffle(&mut o);
+                o
+            })
+            .collect();
+        let n = datasets.len();
+        Self { datasets, state: SamplerState { rng, orders, positions: vec![0; n], epochs: vec![0; n] } }
+    }
+
+    pub fn resume(datasets: &'a [Dataset], state: SamplerState) -> Self {
+        Self { datasets, state }
+    }
+
+    /// The next batch of up to `size` examples (fewer only if a dataset has fewer distinct
+    /// texts): a dataset drawn by weight, then its examples in order, skipping any that would
+    /// repeat a text already in the batch (they stay for a later batch).
+    pub fn next_batch(&mut self, size: usize) -> (usize, Vec<&'a Example>) {
+        let total: f64 = self.datasets.iter().filter(|d| !d.examples.is_empty()).map(|d| d.weight).sum();
+        let mut r = self.state.rng.unit() * total;
+        let mut k = 0;
+        for (i, d) in self.datasets.iter().enumerate() {
+            if d.examples.is_empty() {
+                continue;
+            }
+            k = i;
+            if r < d.weight {
+                break;
+            }
+            r -= d.weight;
+        }
+        let d = &self.datasets[k];
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut batch = Vec::with_capacity(size);
+        let mut deferred = Vec::new();
+        // At most one pass over the dataset per batch.
+        for _ in 0..d.examples.len() {
+            if batch.len() == size {
+                break;
+            }
+            if self.state.positions[k] == self.state.orders[k].len() {
+                self.state.positions[k] = 0;
+                self.state.epochs[k] += 1;
+                self.state.rng.shuffle(&mut self.state.orders[k]);
+            }
+            let idx = self.state.orders[k][self.state.positions[k]];
+            self.state.positions[k] += 1;
+            let e = &d.examples[idx as usize];
+            let texts = [Some(e.anchor.as_str()), Some(e.positive.as_str()), e.negative.as_deref()];
+            if texts.iter().flatten().any(|t| seen.contains(t)) {
+                deferred.push(idx);
+                continue;
+            }
+            seen.extend(texts.into_iter().flatten());
+            batch.push(e);
+        }
+        // Deferred examples go back just ahead of the current position, in order.
+        let pos = self.state.positions[k];
+        let order = &mut self.state.orders[k];
+        let tail: Vec<u32> = order.drain(pos..).collect();
+        let mut head: Vec<u32> = order.drain(..pos).filter(|i| !deferred.contains(i)).collect();
+        self.state.positions[k] = head.len();
+        head.extend(deferred);
+        head.extend(tail);
+        *order = head;
+        (k, batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ds(pairs: &[(&str, &str)], weight: f64) -> Dataset {
+        let examples = pairs.iter().map(|(a, p)| Example { anchor: a.to_string(), positive: p.to_string(), negative: None }).collect();
+        Dataset { name: "d".into(), examples, dropped_eval_overlap: 0, weight }
+    }
+
+    #[test]
+    fn normalisation() {
+        let cases = [("A man, playing!", "a man playing"), ("  Two   dogs.  ", "two dogs"), ("“Quoted” — text…", "quoted text"), ("", "")];
+        for (input, want) in cases {
+            assert_eq!(normalize(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn batches_hold_no_repeated_text_and_cover_the_data() {
+        let data = [ds(&[("a", "b"), ("a", "c"), ("d", "e"), ("f", "g"), ("h", "b"), ("i", "j")], 1.0)];
+        let mut s = Sampler::new(&data, 7);
+        let mut seen = Vec::new();
+        for _ in 0..6 {
+            let (_, batch) = s.next_batch(3);
+            let texts: Vec<&str> = batch.iter().flat_map(|e| [e.anchor.as_str(), e.positive.as_str()]).collect();
+            let unique: HashSet<&str> = texts.iter().copied().collect();
+            assert_eq!(unique.len(), texts.len(), "repeated text in {texts:?}");
+            seen.extend(batch.iter().map(|e| (e.anchor.clone(), e.positive.clone())));
+        }
+        let distinct: HashSet<_> = seen.iter().collect();
+        assert_eq!(distinct.len(), 6, "every example is eventually used");
+    }
+
+    #[test]
+    fn resumed_sampler_continues_identically() {
+        let data = [ds(&[("a", "b"), ("c", "d"), ("e", "f"), ("g", "h")], 1.0), ds(&[("1", "2"), ("3", "4"), ("5", "6")], 3.0)];
+        let mut a = Sampler::new(&data, 3);
+        for _ in 0..5 {
+            a.next_batch(2);
+        }
+        let saved = serde_json::to_string(&a.state).unwrap();
+        let mut b = Sampler::resume(&data, serde_json::from_str(&saved).unwrap());
+        for _ in 0..10 {
+            let (ka, ba) = a.next_batch(2);
+            let (kb, bb) = b.next_batch(2);
+            assert_eq!((ka, ba), (kb, bb));
+        }
+    }
+
+    #[test]
+    fn weights_choose_datasets_in_proportion() {
+        let data = [ds(&[("a", "b"), ("c", "d")], 1.0), ds(&[("1", "2"), ("3", "4")], 3.0)];
+        let mut s = Sampler::new(&data, 11);
+        let second = (0..4000).filter(|_| s.next_batch(2).0 == 1).count();
+        assert!((2800..3200).contains(&second), "{second} of 4000 from the weight-3 dataset");
+    }
+}

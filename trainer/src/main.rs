@@ -1,0 +1,103 @@
+//! The `trainer` binary: Sentence-T5's contrastive fine-tuning from a TOML config.
+//!
+//!   trainer train --config trainer/configs/tiny.toml [--resume]
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use st5_trainer::config::TrainConfig;
+use st5_trainer::train::{Event, Run};
+
+#[derive(Parser)]
+#[command(name = "trainer", about = "Sentence-T5 contrastive fine-tuning (Ni et al. 2021) on the st5 model code")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the config's stages and writes a sentence-transformers directory to `output`.
+    Train {
+        #[arg(long)]
+        config: PathBuf,
+        /// Continue from the newest checkpoint in `checkpoint_dir`.
+        #[arg(long)]
+        resume: bool,
+    },
+}
+
+/// Peak resident memory of this process (Linux `VmHWM`), in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn main() -> Result<()> {
+    let Command::Train { config, resume } = Cli::parse().command;
+    let text = std::fs::read_to_string(&config).with_context(|| format!("reading {}", config.display()))?;
+    let cfg = TrainConfig::from_file(&config)?;
+    let log_dir = cfg.checkpoint_dir.clone().unwrap_or_else(|| cfg.output.with_extension("log"));
+    std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
+    let csv_path = log_dir.join("metrics.csv");
+    let fresh = !resume || !csv_path.exists();
+    let mut csv = std::fs::OpenOptions::new().create(true).append(true).truncate(false).open(&csv_path).with_context(|| format!("opening {}", csv_path.display()))?;
+    if fresh {
+        csv.set_len(0)?;
+        writeln!(csv, "stage,step,loss,lr,pairs_per_s,dev_spearman")?;
+    }
+    let (mut run, state) = Run::new(cfg, resume)?;
+    let mut data_notes = String::new();
+    let mut bar: Option<ProgressBar> = None;
+    let started = std::time::Instant::now();
+    run.train(state, |event| match event {
+        Event::StageStart { stage, datasets } => {
+            for d in datasets {
+                let line = format!("stage {}: {} — {} examples ({} dropped: a text is in an evaluation test split), weight {}", stage.name, d.name, d.examples.len(), d.dropped_eval_overlap, d.weight);
+                eprintln!("{line}");
+                let _ = writeln!(data_notes, "- {line}");
+            }
+            let b = ProgressBar::new(stage.steps as u64);
+            b.set_style(ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}").expect("template").progress_chars("=> "));
+            b.set_prefix(stage.name.clone());
+            bar = Some(b);
+        }
+        Event::Step(m) => {
+            if let Some(b) = &bar {
+                b.set_position(m.step as u64);
+                b.set_message(format!("loss {:.4} lr {:.2e} {:.1} pairs/s{}", m.loss, m.lr, m.pairs_per_s, m.dev_spearman.map(|s| format!(" dev {s:.2}")).unwrap_or_default()));
+            }
+            let _ = writeln!(csv, "{},{},{},{},{:.3},{}", m.stage, m.step, m.loss, m.lr, m.pairs_per_s, m.dev_spearman.map(|s| format!("{s:.4}")).unwrap_or_default());
+        }
+        Event::Skipped { stage, step, loss } => eprintln!("warning: stage {stage} step {}: non-finite loss or gradient ({loss}); step skipped", step + 1),
+        Event::Checkpoint(p) => {
+            if let Some(b) = &bar {
+                b.println(format!("checkpoint: {}", p.display()));
+            }
+        }
+    })?;
+    if let Some(b) = bar {
+        b.finish();
+    }
+    let mut card = format!("# {}\n\nA Sentence-T5 model fine-tuned with st5's `trainer` (Ni et al. 2021: in-batch softmax contrastive loss).\n\n", run.cfg.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+    let _ = writeln!(card, "## Data\n\n{data_notes}");
+    let _ = writeln!(card, "## Evaluation (STS-B dev, Spearman × 100 of cosine similarity)\n");
+    for m in run.metrics.iter().filter(|m| m.dev_spearman.is_some()) {
+        let _ = writeln!(card, "- {} step {}: {:.2}", m.stage, m.step, m.dev_spearman.unwrap_or_default());
+    }
+    let _ = writeln!(card, "\n## Config\n\n```toml\n{}\n```", text.trim());
+    run.export(card)?;
+    eprintln!(
+        "wrote {} in {:.1} s; metrics in {}; peak memory {}",
+        run.cfg.output.display(),
+        started.elapsed().as_secs_f64(),
+        csv_path.display(),
+        peak_rss_mib().map(|m| format!("{m:.0} MiB")).unwrap_or_else(|| "unknown".into())
+    );
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! The training run: stages in order, each an optimiser over its own datasets; global-norm
+//! gradient clipping; non-finite steps skipped (K in a row abort); STS-B dev Spearman every N
+//! steps; atomic checkpoints that hold everything needed to continue bit for bit (weights,
+//! optimiser state, stage, step, sampler order and position, RNG); and, at the end, a
+//! sentence-transformers directory with a model card.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer, OptimizerRecord};
+use burn::tensor::{Bytes, Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+use st5_core::save::{SaveOptions, save_sentence_transformers};
+use st5_core::t5::Linear;
+use st5_core::tokenizer::T5Tokenizer;
+use st5_core::{Backend, Embedder, LoadOptions, SentenceT5, Variant};
+
+use crate::config::{StageConfig, TrainConfig};
+use crate::data::{self, Dataset, Rng, Sampler, SamplerState};
+use crate::error::{Error, Result};
+use crate::loss::ContrastiveLoss;
+use crate::step::{Batch, embed, gradients};
+
+/// What a checkpoint records besides weights and optimiser state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainState {
+    /// The stage in progress and the next step in it.
+    pub stage: usize,
+    pub step: usize,
+    pub sampler: Option<SamplerState>,
+    pub bad_steps: usize,
+    /// Module path → parameter id, so that the optimiser state finds its parameters again.
+    pub param_ids: BTreeMap<String, u64>,
+}
+
+/// One line of the metrics CSV.
+#[derive(Debug, Clone)]
+pub struct Metric {
+    pub stage: String,
+    pub step: usize,
+    pub loss: f32,
+    pub lr: f64,
+    pub pairs_per_s: f64,
+    pub dev_spearman: Option<f64>,
+}
+
+/// Progress reported to the caller (the binary draws a bar from it).
+pub enum Event<'a> {
+    StageStart { stage: &'a StageConfig, datasets: &'a [Dataset] },
+    Step(&'a Metric),
+    Skipped { stage: &'a str, step: usize, loss: f32 },
+    Checkpoint(&'a Path),
+}
+
+struct Ids(Vec<String>, BTreeMap<String, u64>);
+impl ModuleVisitor for Ids {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.0.push(name.into());
+    }
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.0.pop();
+    }
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        self.1.insert(self.0.join("."), param.id.val());
+    }
+}
+
+struct SetIds<'a>(Vec<String>, &'a BTreeMap<String, u64>);
+impl ModuleMapper for SetIds<'_> {
+    fn enter_module(&mut self, name: &str, _: &str) {
+        self.0.push(name.into());
+    }
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.0.pop();
+    }
+    fn map_float<const D: usize>(&mut self, mut param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if let Some(&id) = self.1.get(&self.0.join(".")) {
+            param.id = id.into();
+        }
+        param
+    }
+}
+
+fn param_ids(model: &SentenceT5) -> BTreeMap<String, u64> {
+    let mut v = Ids(Vec::new(), BTreeMap::new());
+    model.visit(&mut v);
+    v.1
+}
+
+/// Scales all gradients so that their global L2 norm is at most `max` (when `max > 0`);
+/// returns the norm before clipping (non-finite if any gradient is).
+fn clip_global_norm(model: &SentenceT5, grads: &mut GradientsParams, max: f32) -> f32 {
+    struct Norm<'a>(&'a GradientsParams, f64);
+    impl ModuleVisitor for Norm<'_> {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
+            if let Some(g) = self.0.get::<D>(p.id) {
+                let s: f32 = g.square().sum().into_data().convert::<f32>().try_to_vec::<f32>().map(|v| v[0]).unwrap_or(f32::NAN);
+                self.1 += s as f64;
+            }
+        }
+    }
+    struct Scale<'a>(&'a mut GradientsParams, f32);
+    impl ModuleVisitor for Scale<'_> {
+        fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
+            if let Some(g) = self.0.remove::<D>(p.id) {
+                self.0.register(p.id, g.mul_scalar(self.1));
+            }
+        }
+    }
+    let mut n = Norm(grads, 0.0);
+    model.visit(&mut n);
+    let norm = n.1.sqrt() as f32;
+    if max > 0.0 && norm.is_finite() && norm > max {
+        model.visit(&mut Scale(grads, max / norm));
+    }
+    norm
+}
+
+fn optimizer(stage: &StageConfig) -> ModuleOptimizer {
+    match stage.optimizer.as_str() {
+        "adamw" => AdamWConfig::new().init(),
+        _ => crate::optim::adafactor().init(),
+    }
+}
+
+/// Normal(0, std) values from the run's RNG (Box–Muller), so a created Dense is reproducible.
+fn normal(rng: &mut Rng, n: usize, std: f64) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let (u, v) = (rng.unit().max(1e-12), rng.unit());
+            ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos() * std) as f32
+        })
+        .collect()
+}
+
+/// The model being trained, with what saving it needs.
+pub struct Run {
+    pub cfg: TrainConfig,
+    base: Device,
+    pub model: SentenceT5,
+    tokenizer: T5Tokenizer,
+    config_json: serde_json::Value,
+    tokenizer_json: Vec<u8>,
+    max_len: usize,
+    dev: Vec<st5_eval::data::ScoredPair>,
+    exclude: HashSet<String>,
+    pub metrics: Vec<Metric>,
+}
+
+impl Run {
+    /// Loads the starting model (or, with `resume`, the newest checkpoint) and the data the run
+    /// checks against.
+    pub fn new(cfg: TrainConfig, resume: bool) -> Result<(Self, Option<(TrainState, Vec<u8>)>)> {
+        let base = if cfg.device == "wgpu" { Backend::Wgpu.device()? } else { Device::flex() };
+        let ad = base.clone().autodiff();
+        let checkpoint = cfg.checkpoint_dir.as_ref().map(|d| d.join("latest")).filter(|d| resume && d.join("trainer_state.json").is_file());
+        if resume && checkpoint.is_none() {
+            eprintln!("trainer: --resume, but no checkpoint yet; starting from {}", cfg.model.init.display());
+        }
+        let source = checkpoint.clone().unwrap_or_else(|| cfg.model.init.clone());
+        let options = LoadOptions {
+            variant: cfg.model.variant.as_deref().map(str::parse::<Variant>).transpose()?,
+            tokenizer: cfg.model.tokenizer.clone(),
+            max_seq_length: cfg.model.max_seq_length,
+            batch_size: 64,
+            max_buffer_bytes: None,
+        };
+        let (mut model, tokenizer, layout) = Embedder::load(&source, &options, &ad)?.into_parts();
+        let config_path = source.join(&layout.transformer).join("config.json");
+        let config_json = serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?)
+            .map_err(|e| Error::Checkpoint { path: config_path.clone(), message: e.to_string() })?;
+        let tok_path = cfg.model.tokenizer.clone().or_else(|| layout.tokenizer.as_ref().map(|t| source.join(t))).expect("the loader found a tokenizer");
+        let tokenizer_json = std::fs::read(&tok_path).map_err(|e| Error::io(&tok_path, e))?;
+        if model.dense.is_empty() {
+            // The paper's projection: d_model → dim, no bias, created when the source has none.
+            let (d_in, d_out) = (layout.config.d_model, cfg.model.dim.unwrap_or(layout.config.d_model));
+            let w = normal(&mut Rng(cfg.seed ^ 0xD15E), d_in * d_out, (d_in as f64).powf(-0.5));
+            let weight = Param::from_tensor(Tensor::<2>::from_data(TensorData::new(w, [d_in, d_out]), &ad));
+            model.dense.push(Linear { weight, bias: None });
+        }
+        let mut state = None;
+        if let Some(dir) = &checkpoint {
+            let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| Error::io(dir.join(name), e));
+            let s: TrainState = serde_json::from_slice(&read("trainer_state.json")?)
+                .map_err(|e| Error::Checkpoint { path: dir.clone(), message: format!("trainer_state.json: {e}") })?;
+            model = model.map(&mut SetIds(Vec::new(), &s.param_ids));
+            state = Some((s, read("optimizer.bpk")?));
+        }
+        let exclude = data::eval_sentences(&cfg.eval_data)?;
+        let mut dev = st5_eval::data::sts_benchmark(&cfg.eval_data.join("stsbenchmark/sts-dev.csv"))?;
+        if cfg.eval_pairs > 0 {
+            dev.truncate(cfg.eval_pairs);
+        }
+        let max_len = tokenizer.max_len();
+        Ok((Self { cfg, base, model, tokenizer, config_json, tokenizer_json, max_len, dev, exclude, metrics: Vec::new() }, state))
+    }
+
+    fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
+        Ok(self.tokenizer.encode_batch(texts)?)
+    }
+
+    /// Spearman ×100 of cosine similarity on the STS-B dev pairs.
+    pub fn dev_spearman(&self) -> Result<f64> {
+        let frozen = self.model.valid();
+        let texts: Vec<&str> = self.dev.iter().flat_map(|p| [p.a.as_str(), p.b.as_str()]).collect();
+        let ids = self.tokenize(&texts)?;
+        let mut emb = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(64) {
+            let seqs: Vec<&[u32]> = chunk.iter().map(Vec::as_slice).collect();
+            let out = embed(&frozen, &seqs, &self.base).into_data().convert::<f32>().try_to_vec::<f32>().map_err(|e| st5_core::Error::Readback(format!("{e:?}")))?;
+            let dim = out.len() / seqs.len();
+            emb.extend(out.chunks(dim).map(<[f32]>::to_vec));
+        }
+        let sims: Vec<f64> = emb.chunks(2).map(|p| st5_eval::tasks::cosine(&p[0], &p[1])).collect();
+        let gold: Vec<f64> = self.dev.iter().map(|p| p.score).collect();
+        Ok(100.0 * st5_eval::stats::spearman(&sims, &gold))
+    }
+
+    fn save(&self, dir: &Path, readme: Option<String>, extra: Vec<(String, Vec<u8>)>) -> Result<()> {
+        let options = SaveOptions { config: self.config_json.clone(), tokenizer_json: &self.tokenizer_json, max_seq_length: self.max_len, readme, extra };
+        Ok(save_sentence_transformers(&self.model.valid(), dir, &options)?)
+    }
+
+    fn checkpoint(&self, state: &TrainState, optim: &ModuleOptimizer) -> Result<Option<PathBuf>> {
+        let Some(dir) = &self.cfg.checkpoint_dir else { return Ok(None) };
+        let latest = dir.join("latest");
+        let bytes = optim.to_record().into_bytes().map_err(|e| Error::Checkpoint { path: latest.clone(), message: format!("optimizer state: {e:?}") })?;
+        let state_json = serde_json::to_vec_pretty(state).expect("state serialises");
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        self.save(&latest, None, vec![("trainer_state.json".into(), state_json), ("optimizer.bpk".into(), bytes.to_vec())])?;
+        Ok(Some(latest))
+    }
+
+    /// Runs every stage from `resume_state` (or the start), reporting through `on`.
+    pub fn train(&mut self, resume_state: Option<(TrainState, Vec<u8>)>, mut on: impl FnMut(Event<'_>)) -> Result<()> {
+        let (mut state, mut record) = match resume_state {
+            Some((s, bytes)) => (s, Some(bytes)),
+            None => (TrainState { stage: 0, step: 0, sampler: None, bad_steps: 0, param_ids: BTreeMap::new() }, None),
+        };
+        let stages = self.cfg.stages.clone();
+        for (si, stage) in stages.iter().enumerate().skip(state.stage) {
+            let datasets: Vec<Dataset> = stage.datasets.iter().map(|d| data::load(d, &self.exclude)).collect::<Result<_>>()?;
+            on(Event::StageStart { stage, datasets: &datasets });
+            let mut optim = optimizer(stage);
+            if let Some(bytes) = record.take() {
+                let rec = OptimizerRecord::from_bytes(Bytes::from_bytes_vec(bytes)).map_err(|e| Error::Checkpoint { path: PathBuf::from("optimizer.bpk"), message: format!("{e:?}") })?;
+                optim = optim.load_record(rec);
+            }
+            let mut sampler = match state.sampler.take() {
+                Some(s) => Sampler::resume(&datasets, s),
+                None => Sampler::new(&datasets, self.cfg.seed.wrapping_add(si as u64)),
+            };
+            let loss = ContrastiveLoss { temperature: stage.temperature, symmetric: stage.symmetric };
+            let chunk = (stage.chunk_size > 0).then_some(stage.chunk_size);
+            for step in state.step..stage.steps {
+                let started = Instant::now();
+                let (_, examples) = sampler.next_batch(stage.batch_size);
+                let with_neg = examples.iter().all(|e| e.negative.is_some());
+                let anchors: Vec<&str> = examples.iter().map(|e| e.anchor.as_str()).collect();
+                let positives: Vec<&str> = examples.iter().map(|e| e.positive.as_str()).collect();
+                let negatives: Vec<&str> = if with_neg { examples.iter().filter_map(|e| e.negative.as_deref()).collect() } else { Vec::new() };
+                let batch = Batch { anchors: self.tokenize(&anchors)?, positives: self.tokenize(&positives)?, negatives: self.tokenize(&negatives)? };
+                let (value, mut grads) = gradients(&self.model, &batch, &loss, chunk, &self.base);
+                let norm = clip_global_norm(&self.model, &mut grads, stage.clip_norm);
+                if !value.is_finite() || !norm.is_finite() {
+                    state.bad_steps += 1;
+                    on(Event::Skipped { stage: &stage.name, step, loss: value });
+                    if state.bad_steps >= self.cfg.max_bad_steps {
+                        return Err(Error::Diverged { stage: stage.name.clone(), step, count: state.bad_steps });
+                    }
+                    continue;
+                }
+                state.bad_steps = 0;
+                let lr = stage.lr_at(step);
+                self.model = optim.step(lr, self.model.clone(), grads);
+                let last = step + 1 == stage.steps;
+                let dev_spearman = if (self.cfg.eval_every > 0 && (step + 1) % self.cfg.eval_every == 0) || last { Some(self.dev_spearman()?) } else { None };
+                let metric = Metric { stage: stage.name.clone(), step: step + 1, loss: value, lr, pairs_per_s: batch.len() as f64 / started.elapsed().as_secs_f64(), dev_spearman };
+                on(Event::Step(&metric));
+                self.metrics.push(metric);
+                let (next_stage, next_step) = if last { (si + 1, 0) } else { (si, step + 1) };
+                if last || (self.cfg.checkpoint_every > 0 && (step + 1) % self.cfg.checkpoint_every == 0) {
+                    let s = TrainState {
+                        stage: next_stage,
+                        step: next_step,
+                        sampler: (!last).then(|| sampler.state.clone()),
+                        bad_steps: state.bad_steps,
+                        param_ids: param_ids(&self.model),
+                    };
+                    // A finished stage's optimiser state is not carried into the next stage.
+                    let fresh = optimizer(stage);
+                    if let Some(p) = self.checkpoint(&s, if last { &fresh } else { &optim })? {
+                        on(Event::Checkpoint(&p));
+                    }
+                }
+            }
+            state.step = 0;
+        }
+        Ok(())
+    }
+
+    /// Writes the trained model to `cfg.output` with a model card.
+    pub fn export(&self, card: String) -> Result<()> {
+        self.save(&self.cfg.output, Some(card), Vec::new())
+    }
+}
