@@ -8,7 +8,7 @@
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked --bin st5
+cargo build --release --locked --bin st5 --bin trainer
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # st5-wasm is built for wasm32 by wasm-pack; excluding it here keeps one native feature set.

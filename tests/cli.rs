@@ -10,11 +10,7 @@ use std::process::{Command, Output, Stdio};
 use st5_tests::*;
 
 fn st5_bin() -> PathBuf {
-    // target/<profile>/deps/cli-<hash> → target/<profile>/st5
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(|d| d.parent()).unwrap().join(format!("st5{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.is_file(), "{} not found: run `cargo build --release --bin st5` before the tests", bin.display());
-    bin
+    workspace_bin("st5")
 }
 
 fn run(args: &[&str], stdin: &[u8]) -> Output {

@@ -93,3 +93,13 @@ fn copy_dir(src: &Path, dst: &Path) {
         }
     }
 }
+
+/// A binary of the workspace, built beside the test executable (`cargo build --release --bin
+/// NAME` first; the README's test command does it).
+pub fn workspace_bin(name: &str) -> PathBuf {
+    // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(|d| d.parent()).unwrap().join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.is_file(), "{} not found: run `cargo build --release --bin {name}` before the tests", bin.display());
+    bin
+}

@@ -170,3 +170,164 @@ fn all_params(model: &SentenceT5) -> Vec<Vec<f32>> {
     model.visit(&mut v);
     v.0
 }
+
+// --- whole runs of the `trainer` binary ---------------------------------------------------
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use st5_tests::{root as repo_root, scratch_dir, shared_data, workspace_bin};
+
+/// trainer/configs/tiny.toml with absolute paths, its outputs under `dir`, and `edits`
+/// (`(from, to)` text replacements) applied.
+fn tiny_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
+    let root = repo_root();
+    let mut text = std::fs::read_to_string(root.join("trainer/configs/tiny.toml")).unwrap();
+    text = text.replace("\"../../target/tiny-st5\"", &format!("{:?}", dir.join("model"))).replace("\"../../target/tiny-st5-checkpoints\"", &format!("{:?}", dir.join("checkpoints")));
+    text = text.replace("\"../../", &format!("\"{}/", root.display())).replace("\"data/", &format!("\"{}/trainer/configs/data/", root.display()));
+    text = text.replacen("seed = 7", &format!("seed = 7\neval_data = {:?}", shared_data()), 1);
+    for (from, to) in edits {
+        assert!(text.contains(from), "tiny.toml has no `{from}`");
+        text = text.replacen(from, to, 1);
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn train(config: &Path, resume: bool) -> std::process::Child {
+    let mut cmd = Command::new(workspace_bin("trainer"));
+    cmd.args(["train", "--config"]).arg(config).stderr(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
+    if resume {
+        cmd.arg("--resume");
+    }
+    cmd.spawn().unwrap()
+}
+
+fn finish(child: std::process::Child) -> (bool, String) {
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Every tensor of a saved model directory's weight files, by file and name.
+fn weights(dir: &Path) -> Vec<(String, Vec<f32>)> {
+    let mut out = Vec::new();
+    for rel in ["model.safetensors", "2_Dense/model.safetensors"] {
+        let ckpt = st5_core::weights::Checkpoint::from_buffers(vec![(dir.join(rel), std::fs::read(dir.join(rel)).unwrap())]).unwrap();
+        for name in ckpt.names() {
+            out.push((format!("{rel}:{name}"), ckpt.to_f32(name).unwrap()));
+        }
+    }
+    out
+}
+
+/// The tiny two-stage config runs end to end (QA pairs with GradCache, then NLI triplets with
+/// hard negatives), and `st5 embed` loads what it wrote.
+#[test]
+fn tiny_two_stage_run_loads_in_st5_embed() {
+    let dir = scratch_dir("tiny-run");
+    let (ok, log) = finish(train(&tiny_config(&dir, &[]), false));
+    assert!(ok, "trainer failed:\n{log}");
+    assert!(log.contains("dropped: a text is in an evaluation test split"), "{log}");
+    let csv = std::fs::read_to_string(dir.join("checkpoints/metrics.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 40, "{csv}");
+    let card = std::fs::read_to_string(dir.join("model/README.md")).unwrap();
+    assert!(card.contains("## Data") && card.contains("STS-B dev") && card.contains("[[stage]]"), "{card}");
+    let out = Command::new(workspace_bin("st5"))
+        .args(["embed", "--model"])
+        .arg(dir.join("model"))
+        .args(["--output"])
+        .arg(dir.join("e.jsonl"))
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"A man is playing a guitar.\nA dog runs.\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = std::fs::read_to_string(dir.join("e.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 2);
+    let first: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    let v = first.get("embedding").unwrap_or(&first).as_array().unwrap().len();
+    assert_eq!(v, 16, "the created Dense projects to dim 16");
+}
+
+/// A run killed with SIGKILL mid-stage and resumed ends with the same weights as an
+/// uninterrupted run (≤ 1e-6), on a model large enough that the kill lands mid-run.
+#[test]
+fn killed_and_resumed_run_equals_uninterrupted_run() {
+    use st5_core::save::{SaveOptions, save_sentence_transformers};
+    use st5_core::{HeadConfig, T5Config, Variant};
+    let root = scratch_dir("resume");
+    // A 4-layer, d_model 64 random model: ~10 ms a step, so the kill lands mid-stage.
+    let cfg_json = serde_json::json!({"vocab_size": 32128, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 4, "num_heads": 4, "feed_forward_proj": "relu", "model_type": "t5"});
+    let cfg = T5Config::from_slice(cfg_json.to_string().as_bytes(), Path::new("cfg")).unwrap();
+    let model = SentenceT5::init(&cfg, &HeadConfig { variant: Variant::EncMean, dense: vec![(64, 32, false)], normalize: true }, &Device::flex());
+    let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
+    let init = root.join("init");
+    save_sentence_transformers(&model, &init, &SaveOptions { config: cfg_json, tokenizer_json: &tokenizer, max_seq_length: 32, readme: None, extra: vec![] }).unwrap();
+    let edits = |sub: &str| -> Vec<(String, String)> {
+        vec![
+            ("init = \"".to_string() + &repo_root().join("tests/fixtures/hf-t5-relu-f16").display().to_string() + "\"", format!("init = {:?}", init)),
+            ("steps = 20".into(), "steps = 30".into()),
+            ("checkpoint_every = 5".into(), "checkpoint_every = 4".into()),
+            ("eval_every = 10".into(), format!("eval_every = 0 # {sub}")),
+        ]
+    };
+    let config = |sub: &str| {
+        let e = edits(sub);
+        let refs: Vec<(&str, &str)> = e.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        tiny_config(&root.join(sub), &refs)
+    };
+    let (ok, log) = finish(train(&config("straight"), false));
+    assert!(ok, "{log}");
+
+    let cut = config("cut");
+    let mut child = train(&cut, false);
+    let state = root.join("cut/checkpoints/latest/trainer_state.json");
+    let started = std::time::Instant::now();
+    // Kill after the stage-1 checkpoint at step 12 (or later) exists, before the run ends.
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&state) {
+            let s: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            if s["stage"] == 0 && s["step"].as_u64().unwrap_or(0) >= 12 || s["stage"] == 1 {
+                break;
+            }
+        }
+        assert!(started.elapsed().as_secs() < 120, "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the run finished before it could be killed");
+    assert!(!root.join("cut/model").exists(), "a killed run wrote no final model");
+    let (ok, log) = finish(train(&cut, true));
+    assert!(ok, "resume failed:\n{log}");
+
+    let (a, b) = (weights(&root.join("straight/model")), weights(&root.join("cut/model")));
+    assert_eq!(a.len(), b.len());
+    let mut worst = 0.0f32;
+    for ((na, va), (nb, vb)) in a.iter().zip(&b) {
+        assert_eq!(na, nb);
+        worst = worst.max(va.iter().zip(vb).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max));
+    }
+    let moved = a.iter().zip(weights(&init)).map(|((_, x), (_, y))| x.iter().zip(&y).map(|(p, q)| (p - q).abs()).fold(0.0, f32::max)).fold(0.0, f32::max);
+    println!("resumed vs uninterrupted: max abs weight difference {worst:e} (training moved weights by up to {moved:e})");
+    assert!(moved > 1e-4, "training did not change the weights");
+    assert!(worst <= 1e-6, "resumed run differs by {worst:e}");
+}
+
+/// A run whose loss turns non-finite skips those steps with a warning, aborts after
+/// `max_bad_steps` in a row with a clear message, and keeps its last good checkpoint.
+#[test]
+fn diverging_run_aborts_and_keeps_its_checkpoint() {
+    let dir = scratch_dir("diverge");
+    let config = tiny_config(&dir, &[("eval_pairs = 200", "eval_pairs = 50\nmax_bad_steps = 3"), ("checkpoint_every = 5", "checkpoint_every = 1"), ("lr = 1e-3", "lr = 1e30")]);
+    let (ok, log) = finish(train(&config, false));
+    assert!(!ok, "a run at lr 1e30 finished:\n{log}");
+    assert!(log.contains("non-finite") && log.contains("3 non-finite losses or gradients in a row"), "{log}");
+    assert!(dir.join("checkpoints/latest/trainer_state.json").is_file(), "the last good checkpoint is gone");
+    assert!(!dir.join("model").exists());
+}
