@@ -331,3 +331,39 @@ fn diverging_run_aborts_and_keeps_its_checkpoint() {
     assert!(dir.join("checkpoints/latest/trainer_state.json").is_file(), "the last good checkpoint is gone");
     assert!(!dir.join("model").exists());
 }
+
+/// One full training step on a tiny random T5 (gated-gelu; mean pooling, Dense, Normalize)
+/// matches PyTorch's: the same loss, and every weight after one Adafactor step within 1e-4.
+#[test]
+fn full_training_step_matches_pytorch() {
+    use burn::module::Module;
+    use st5_trainer::step::{Batch, gradients};
+    let dir = fixture("trainer/step");
+    let batch_json = json("step/batch.json");
+    let ids = |k: &str| -> Vec<Vec<u32>> { batch_json[k].as_array().unwrap().iter().map(|s| s.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()).collect() };
+    let batch = Batch { anchors: ids("anchors"), positives: ids("positives"), negatives: ids("negatives") };
+    let base = Device::flex();
+    let options = st5_core::LoadOptions { tokenizer: Some(fixture("st-enc-mean-relu").join("tokenizer.json")), ..Default::default() };
+    let (model, _, _) = st5_core::Embedder::load(&dir.join("init"), &options, &base.clone().autodiff()).unwrap().into_parts();
+    let (loss, grads) = gradients(&model, &batch, &ContrastiveLoss::default(), None, &base);
+    let want_loss = batch_json["loss"].as_f64().unwrap() as f32;
+    assert!((loss - want_loss).abs() <= 1e-4, "loss {loss} vs PyTorch {want_loss}");
+    let model = st5_trainer::optim::adafactor().init().step(1e-3, model, grads);
+    let saved = scratch_dir("step-after");
+    let config: Value = serde_json::from_slice(&std::fs::read(dir.join("init/config.json")).unwrap()).unwrap();
+    let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
+    let opts = st5_core::save::SaveOptions { config, tokenizer_json: &tokenizer, max_seq_length: 16, readme: None, extra: vec![] };
+    st5_core::save::save_sentence_transformers(&model.valid(), &saved, &opts).unwrap();
+    let before = weights(&dir.join("init"));
+    let (ours, theirs) = (weights(&saved), weights(&dir.join("after")));
+    let find = |set: &[(String, Vec<f32>)], name: &str| set.iter().find(|(n, _)| n == name || (name.ends_with(":shared.weight") && n.ends_with(":encoder.embed_tokens.weight"))).map(|(_, v)| v.clone());
+    let (mut worst, mut moved) = (0.0f32, 0.0f32);
+    for (name, v) in &ours {
+        let w = find(&theirs, name).unwrap_or_else(|| panic!("PyTorch's step has no {name}"));
+        let b = find(&before, name).unwrap();
+        worst = worst.max(worst_abs(v, &w));
+        moved = moved.max(worst_abs(&w, &b));
+    }
+    println!("full step: loss {loss:.6} (PyTorch {want_loss:.6}); weights within {worst:.2e} of PyTorch's after a step that moved them by up to {moved:.2e}");
+    assert!(moved > 1e-4 && worst <= 1e-4, "worst {worst:e}, moved {moved:e}");
+}

@@ -8,6 +8,11 @@ Writes tests/fixtures/trainer/:
   averages it with the positive-to-anchor direction (MultipleNegativesSymmetricRankingLoss).
 - adafactor.json: three steps of transformers.optimization.Adafactor as the paper configures
   it (constant lr 1e-3, no relative step, no parameter scaling) on a matrix and a vector.
+- step/: one full training step on a tiny random T5 (gated-gelu, vocab 100): init/ is a
+  sentence-transformers directory (T5EncoderModel, mean pooling, Dense 16 -> 12 without bias,
+  Normalize), batch.json the token ids of 4 (anchor, positive, hard negative) triplets, and
+  after/ the weights after one Adafactor step on the loss above (tau 0.01, which is
+  MultipleNegativesRankingLoss with scale 100).
 
     python tests/reference/make_trainer_fixtures.py
 """
@@ -77,10 +82,58 @@ def adafactor_case():
     return {"lr": 1e-3, "initial": {k: v.tolist() for k, v in params.items()}, "steps": steps}
 
 
+def train_step_case():
+    from safetensors.torch import save_file
+    from transformers import T5Config, T5EncoderModel
+
+    out = OUT / "step"
+    torch.manual_seed(3)
+    cfg = T5Config(vocab_size=100, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2, feed_forward_proj="gated-gelu",
+                   dropout_rate=0.0, relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=0)
+    enc = T5EncoderModel(cfg)
+    dense = torch.nn.Linear(16, 12, bias=False)
+
+    def write(dirname):
+        d = out / dirname
+        enc.save_pretrained(d, safe_serialization=True)
+        (d / "2_Dense").mkdir(parents=True, exist_ok=True)
+        save_file({"linear.weight": dense.weight.detach().contiguous()}, str(d / "2_Dense" / "model.safetensors"))
+        (d / "2_Dense" / "config.json").write_text(json.dumps({"in_features": 16, "out_features": 12, "bias": False, "activation_function": "torch.nn.modules.linear.Identity"}))
+        (d / "1_Pooling").mkdir(exist_ok=True)
+        (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 16, "pooling_mode_mean_tokens": True}))
+        (d / "3_Normalize").mkdir(exist_ok=True)
+        (d / "3_Normalize" / "config.json").write_text("{}")
+        (d / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 16}))
+        modules = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Dense", "Dense"), ("3_Normalize", "Normalize")]
+        (d / "modules.json").write_text(json.dumps([{"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{t}"} for i, (p, t) in enumerate(modules)]))
+
+    write("init")
+    g = torch.Generator().manual_seed(4)
+    lengths = {"anchors": [5, 3, 7, 4], "positives": [6, 2, 4, 8], "negatives": [3, 5, 2, 6]}
+    ids = {k: [torch.randint(3, 100, (n - 1,), generator=g).tolist() + [1] for n in ls] for k, ls in lengths.items()}
+
+    def embed(seqs):
+        n = max(map(len, seqs))
+        input_ids = torch.tensor([s + [0] * (n - len(s)) for s in seqs])
+        mask = torch.tensor([[1] * len(s) + [0] * (n - len(s)) for s in seqs])
+        h = enc(input_ids=input_ids, attention_mask=mask).last_hidden_state
+        pooled = (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        return F.normalize(dense(pooled), dim=-1)
+
+    params = list(enc.parameters()) + list(dense.parameters())
+    opt = Adafactor(params, lr=1e-3, relative_step=False, scale_parameter=False, warmup_init=False)
+    loss = contrastive(embed(ids["anchors"]), embed(ids["positives"]), embed(ids["negatives"]), symmetric=False)
+    loss.backward()
+    opt.step()
+    write("after")
+    (out / "batch.json").write_text(json.dumps({**ids, "loss": loss.item()}))
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "loss.json").write_text(json.dumps(loss_cases()))
     (OUT / "adafactor.json").write_text(json.dumps(adafactor_case()))
+    train_step_case()
     print(f"wrote {OUT}")
 
 

@@ -57,8 +57,10 @@ const BLOCK_LAYERS: [(&str, &str, &str); 3] = [("self_attention", "layer.0", "la
 /// The Hugging Face name of a parameter at module path `path` (under `t5.`), and whether it is
 /// a Linear weight to transpose. Fields named `weight`/`bias` belong to Linear and layer-norm
 /// modules; bare parameters (`embed_tokens`, `relative_attention_bias`) are embedding tables.
-fn hf_name(path: &str, rank: usize) -> (String, bool) {
+fn hf_name(path: &str, rank: usize, gated: bool) -> (String, bool) {
     let decoder = path.starts_with("decoder.");
+    // A gated feed-forward keeps its first input projection in the field `wi`; HF calls it `wi_0`.
+    let path = if gated { path.replace(".DenseReluDense.wi.", ".DenseReluDense.wi_0.") } else { path.to_string() };
     let path = path
         .split('.')
         .map(|seg| BLOCK_LAYERS.iter().find(|(f, _, _)| *f == seg).map_or(seg, |(_, e, d)| if decoder { d } else { e }))
@@ -122,9 +124,10 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
     model.visit(&mut collect);
     let mut t5 = BTreeMap::new();
     let mut dense: BTreeMap<usize, BTreeMap<String, (Vec<usize>, Vec<f32>)>> = BTreeMap::new();
+    let gated = collect.tensors.iter().any(|(p, _, _)| p.contains(".wi_1."));
     for (path, shape, values) in collect.tensors {
         if let Some(rest) = path.strip_prefix("t5.") {
-            let (name, flip) = hf_name(rest, shape.len());
+            let (name, flip) = hf_name(rest, shape.len(), gated);
             let (shape, values) = if flip { (vec![shape[1], shape[0]], transpose(&values, shape[0], shape[1])) } else { (shape, values) };
             t5.insert(name, (shape, values));
         } else if let Some(rest) = path.strip_prefix("dense.") {
