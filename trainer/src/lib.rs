@@ -5,6 +5,7 @@
 //! - [`data`]: pairs and triplets, evaluation-overlap filtering, the resumable batch sampler;
 //! - [`loss`]: the in-batch softmax contrastive loss with hard negatives;
 //! - [`optim`]: the optimisers as the paper configures them;
+//! - [`plot`]: the loss / dev-Spearman PNG;
 //! - [`step`]: one gradient computation of the dual encoder, plain or with GradCache;
 //! - [`train`]: the run: stages, clipping, checkpoints and resume, dev evaluation, export.
 
@@ -13,5 +14,6 @@ pub mod data;
 pub mod error;
 pub mod loss;
 pub mod optim;
+pub mod plot;
 pub mod step;
 pub mod train;

@@ -38,6 +38,32 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// Loss and dev points by global step, and the steps where stages begin, from the metrics CSV
+/// (the whole run's, resumed parts included).
+fn plot_from_csv(csv: &str) -> Vec<u8> {
+    let (mut loss, mut dev, mut breaks) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut stage, mut offset, mut last) = (String::new(), 0.0, 0.0);
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (Some(name), Some(step)) = (f.first(), f.get(1).and_then(|s| s.parse::<f64>().ok())) else { continue };
+        if *name != stage {
+            if !stage.is_empty() {
+                offset = last;
+                breaks.push(offset);
+            }
+            stage = name.to_string();
+        }
+        last = offset + step;
+        if let Some(l) = f.get(2).and_then(|s| s.parse::<f64>().ok()) {
+            loss.push((last, l));
+        }
+        if let Some(d) = f.get(5).and_then(|s| s.parse::<f64>().ok()) {
+            dev.push((last, d));
+        }
+    }
+    st5_trainer::plot::png(&loss, &dev, &breaks)
+}
+
 fn main() -> Result<()> {
     let Command::Train { config, resume } = Cli::parse().command;
     let text = std::fs::read_to_string(&config).with_context(|| format!("reading {}", config.display()))?;
@@ -92,11 +118,14 @@ fn main() -> Result<()> {
     }
     let _ = writeln!(card, "\n## Config\n\n```toml\n{}\n```", text.trim());
     run.export(card)?;
+    let plot_path = log_dir.join("metrics.png");
+    std::fs::write(&plot_path, plot_from_csv(&std::fs::read_to_string(&csv_path)?)).with_context(|| format!("writing {}", plot_path.display()))?;
     eprintln!(
-        "wrote {} in {:.1} s; metrics in {}; peak memory {}",
+        "wrote {} in {:.1} s; metrics in {} and {}; peak memory {}",
         run.cfg.output.display(),
         started.elapsed().as_secs_f64(),
         csv_path.display(),
+        plot_path.display(),
         peak_rss_mib().map(|m| format!("{m:.0} MiB")).unwrap_or_else(|| "unknown".into())
     );
     Ok(())

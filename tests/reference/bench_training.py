@@ -1,0 +1,125 @@
+"""Training benchmark: st5's `trainer` beside sentence-transformers' MultipleNegativesRankingLoss
+on the same random model, data, batch and optimiser, in the same run; and the trainer's peak
+memory with and without GradCache.
+
+- Model: a random T5 encoder (d_model 256, 4 layers, 4 heads, d_ff 1024, relu, real T5
+  vocabulary and tokenizer), mean pooling, Dense 256 -> 256 without bias, Normalize.
+- Data: Disfl-QA train question pairs (../shared/data/train/disfl_qa), max_seq_length 32.
+- Both: Adafactor (lr 1e-3, no relative step, no parameter scaling), tau 0.01 (scale 100),
+  2 threads, pairs/s = median over the timed steps (after 2 warm-up steps).
+
+    python tests/reference/bench_training.py --trainer $CARGO_TARGET_DIR/release/trainer
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data"
+
+
+def make_model(path):
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import T5Config, T5EncoderModel, T5TokenizerFast
+
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=32128, d_model=256, d_kv=64, d_ff=1024, num_layers=4, num_heads=4, feed_forward_proj="relu", dropout_rate=0.0)
+    hf = Path(path) / "_hf"
+    T5EncoderModel(cfg).save_pretrained(hf, safe_serialization=True)
+    tok_dir = DATA / "t5_tokenizer"
+    T5TokenizerFast(vocab_file=str(tok_dir / "spiece.model"), tokenizer_file=str(tok_dir / "tokenizer.json")).save_pretrained(hf)
+    tr = models.Transformer(str(hf), max_seq_length=32)
+    st = SentenceTransformer(modules=[tr, models.Pooling(256, "mean"), models.Dense(256, 256, bias=False, activation_function=torch.nn.Identity()), models.Normalize()])
+    st.save(str(path), safe_serialization=True)
+
+
+def pairs(n):
+    qa = json.loads((DATA / "train" / "disfl_qa" / "train.json").read_text())
+    out, seen = [], set()
+    for _, q in sorted(qa.items()):
+        if q["original"] not in seen and q["disfluent"] not in seen:
+            seen.update([q["original"], q["disfluent"]])
+            out.append({"anchor": q["disfluent"], "positive": q["original"]})
+        if len(out) == n:
+            break
+    return out
+
+
+def bench_st(model_dir, data, batch, steps):
+    import torch
+    from sentence_transformers import SentenceTransformer, losses
+    from transformers.optimization import Adafactor
+
+    torch.set_num_threads(2)
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    model.train()
+    loss_fn = losses.MultipleNegativesRankingLoss(model, scale=100.0)
+    opt = Adafactor(model.parameters(), lr=1e-3, relative_step=False, scale_parameter=False, warmup_init=False)
+    times = []
+    for step in range(steps + 2):
+        chunk = data[(step * batch) % len(data):][:batch]
+        t0 = time.perf_counter()
+        features = [model.tokenize([d["anchor"] for d in chunk]), model.tokenize([d["positive"] for d in chunk])]
+        loss = loss_fn(features, None)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if step >= 2:
+            times.append(time.perf_counter() - t0)
+    return batch / statistics.median(times)
+
+
+def run_trainer(trainer, model_dir, data_path, work, batch, steps, chunk=0):
+    cfg = work / f"b{batch}-c{chunk}.toml"
+    out = work / f"out-b{batch}-c{chunk}"
+    cfg.write_text(
+        f'seed = 1\noutput = "{out}"\ncheckpoint_dir = "{out}-ck"\neval_pairs = 20\neval_data = "{DATA}"\n'
+        f'[model]\ninit = "{model_dir}"\n'
+        f'[[stage]]\nname = "qa"\nbatch_size = {batch}\nsteps = {steps}\nchunk_size = {chunk}\n'
+        f'[[stage.dataset]]\npath = "{data_path}"\ncolumns = ["anchor", "positive"]\n'
+    )
+    env = dict(os.environ, RAYON_NUM_THREADS="2")
+    r = subprocess.run([trainer, "train", "--config", str(cfg)], capture_output=True, text=True, env=env)
+    if r.returncode:
+        raise SystemExit(r.stderr)
+    rows = (Path(f"{out}-ck") / "metrics.csv").read_text().splitlines()[1:]
+    rates = [float(r.split(",")[4]) for r in rows][2:-1]  # after warm-up; the last step also evaluates
+    peak = re.search(r"peak memory (\d+) MiB", r.stderr)
+    return (statistics.median(rates) if rates else float("nan")), (int(peak.group(1)) if peak else None)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainer", default=str(ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "trainer"))
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--memory", action="store_true", help="also: peak memory at batch 2048 with GradCache (chunk 128) vs plain batches")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="st5-train-bench-"))
+    model_dir = work / "model"
+    make_model(model_dir)
+    data = pairs(4096)
+    data_path = work / "qa.jsonl"
+    data_path.write_text("".join(json.dumps(d) + "\n" for d in data))
+
+    ours, _ = run_trainer(args.trainer, model_dir, data_path, work, args.batch, args.steps + 3)
+    theirs = bench_st(model_dir, data, args.batch, args.steps)
+    print(f"training throughput, batch {args.batch}, CPU (2 threads): st5 trainer {ours:.1f} pairs/s, "
+          f"sentence-transformers MNRL {theirs:.1f} pairs/s, ratio {ours / theirs:.2f}")
+    if args.memory:
+        for batch, chunk in [(128, 0), (2048, 128), (512, 0)]:
+            rate, peak = run_trainer(args.trainer, model_dir, data_path, work, batch, 3, chunk)
+            kind = f"GradCache chunk {chunk}" if chunk else "plain"
+            print(f"batch {batch} {kind}: peak memory {peak} MiB, {rate:.1f} pairs/s")
+
+
+if __name__ == "__main__":
+    main()
