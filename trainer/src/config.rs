@@ -14,7 +14,7 @@ pub struct TrainConfig {
     /// Seeds initialisation, data order and sampling.
     #[serde(default)]
     pub seed: u64,
-    /// `cpu` (flex) or `wgpu`.
+    /// `cpu` (flex), `wgpu` (Vulkan, Metal, DX12), or `cuda` (with the `cuda` cargo feature).
     #[serde(default = "cpu")]
     pub device: String,
     /// The trained model is written here (a sentence-transformers directory).
@@ -66,8 +66,13 @@ pub struct ModelConfig {
 pub struct StageConfig {
     pub name: String,
     pub batch_size: usize,
-    /// Optimiser steps in this stage.
+    /// Optimiser steps in this stage; or give `epochs` instead.
+    #[serde(default)]
     pub steps: usize,
+    /// Passes over the stage's examples (all datasets together), converted to steps when the
+    /// stage starts.
+    #[serde(default)]
+    pub epochs: Option<f64>,
     #[serde(default = "lr")]
     pub lr: f64,
     /// Linear warmup steps from 0 to `lr`.
@@ -163,14 +168,23 @@ impl TrainConfig {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if !matches!(self.device.as_str(), "cpu" | "wgpu") {
-            return Err(format!("device `{}`: expected cpu or wgpu", self.device));
+        match self.device.as_str() {
+            "cpu" | "wgpu" => {}
+            "cuda" if cfg!(feature = "cuda") => {}
+            "cuda" => return Err("device `cuda` needs the trainer built with `--features cuda`".into()),
+            other => return Err(format!("device `{other}`: expected cpu, wgpu or cuda")),
         }
         if self.stages.is_empty() {
             return Err("no [[stage]]".into());
         }
         for s in &self.stages {
             let at = |m: &str| format!("stage `{}`: {m}", s.name);
+            if (s.steps > 0) == s.epochs.is_some() {
+                return Err(at("give exactly one of steps and epochs"));
+            }
+            if s.epochs.is_some_and(|e| !(e > 0.0 && e.is_finite())) {
+                return Err(at("epochs must be positive"));
+            }
             if s.batch_size < 2 {
                 return Err(at("batch_size must be at least 2 (in-batch negatives)"));
             }
@@ -197,6 +211,13 @@ impl TrainConfig {
 }
 
 impl StageConfig {
+    /// Sets `steps` from `epochs` over `examples` training examples (at least one step).
+    pub fn resolve_steps(&mut self, examples: usize) {
+        if let Some(e) = self.epochs {
+            self.steps = ((e * examples as f64 / self.batch_size as f64).ceil() as usize).max(1);
+        }
+    }
+
     /// The learning rate at `step` (0-based) of this stage.
     pub fn lr_at(&self, step: usize) -> f64 {
         if step < self.warmup {
@@ -218,6 +239,13 @@ mod tests {
             "name = 's'\nbatch_size = 4\nsteps = 10\nwarmup = {warmup}\nschedule = '{schedule}'\n[[dataset]]\npath = 'x.jsonl'"
         ))
         .unwrap()
+    }
+
+    #[test]
+    fn epochs_become_steps() {
+        let mut s: StageConfig = toml::from_str("name = 's'\nbatch_size = 16\nepochs = 1.5\n[[dataset]]\npath = 'x.jsonl'").unwrap();
+        s.resolve_steps(100);
+        assert_eq!(s.steps, 10); // ceil(1.5 * 100 / 16)
     }
 
     #[test]

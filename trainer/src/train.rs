@@ -153,7 +153,12 @@ impl Run {
     /// Loads the starting model (or, with `resume`, the newest checkpoint) and the data the run
     /// checks against.
     pub fn new(cfg: TrainConfig, resume: bool) -> Result<(Self, Option<(TrainState, Vec<u8>)>)> {
-        let base = if cfg.device == "wgpu" { Backend::Wgpu.device()? } else { Device::flex() };
+        let base = match cfg.device.as_str() {
+            "wgpu" => Backend::Wgpu.device()?,
+            #[cfg(feature = "cuda")]
+            "cuda" => Device::cuda(0),
+            _ => Device::flex(),
+        };
         let ad = base.clone().autodiff();
         let checkpoint = cfg.checkpoint_dir.as_ref().map(|d| d.join("latest")).filter(|d| resume && d.join("trainer_state.json").is_file());
         if resume && checkpoint.is_none() {
@@ -242,6 +247,9 @@ impl Run {
         let stages = self.cfg.stages.clone();
         for (si, stage) in stages.iter().enumerate().skip(state.stage) {
             let datasets: Vec<Dataset> = stage.datasets.iter().map(|d| data::load(d, &self.exclude)).collect::<Result<_>>()?;
+            let mut stage = stage.clone();
+            stage.resolve_steps(datasets.iter().map(|d| d.examples.len()).sum());
+            let stage = &stage;
             on(Event::StageStart { stage, datasets: &datasets });
             let mut optim = optimizer(stage);
             if let Some(bytes) = record.take() {
