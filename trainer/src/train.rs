@@ -173,6 +173,14 @@ impl Run {
             max_buffer_bytes: None,
         };
         let (mut model, tokenizer, layout) = Embedder::load(&source, &options, &ad)?.into_parts();
+        if model.variant == Variant::EncDecFirst {
+            // Refused before training, not at export: sentence-transformers has no pooling for
+            // the first decoder output, so the result could not be saved.
+            return Err(Error::Config {
+                path: source.clone(),
+                message: "variant encdec-first cannot be written as a sentence-transformers directory; train enc-mean or enc-first".into(),
+            });
+        }
         let config_path = source.join(&layout.transformer).join("config.json");
         let config_json = serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?)
             .map_err(|e| Error::Checkpoint { path: config_path.clone(), message: e.to_string() })?;
