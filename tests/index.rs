@@ -3,23 +3,13 @@
 //! Components are small multiples of 1/4, so every dot product is exact in f32 on both
 //! devices: any id difference is a selection bug, not rounding.
 
+use st5_core::rng::Rng;
 use st5_core::{Backend, Device, Hit, VectorIndex};
 use st5_tests::wgpu_device;
 
-/// SplitMix64: a fixed, dependency-free sequence.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// One of -2/4 … 2/4.
-    fn quarter(&mut self) -> f32 {
-        (self.next() % 5) as f32 / 4.0 - 0.5
-    }
+/// One of -2/4 … 2/4.
+fn quarter(rng: &mut Rng) -> f32 {
+    (rng.next_u64() % 5) as f32 / 4.0 - 0.5
 }
 
 fn sorted(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<Hit> {
@@ -48,11 +38,11 @@ fn gpu_and_cpu_top_k_agree_with_a_sort() {
     let dim = 24;
     let n = 1500;
     let mut rng = Rng(7);
-    let mut vectors: Vec<f32> = (0..n * dim).map(|_| rng.quarter()).collect();
+    let mut vectors: Vec<f32> = (0..n * dim).map(|_| quarter(&mut rng)).collect();
     // Exact duplicates: rows 10..20 repeat rows 0..10, so every query meets ties.
     let (head, tail) = vectors.split_at_mut(10 * dim);
     tail[..10 * dim].copy_from_slice(head);
-    let queries: Vec<f32> = (0..3 * dim).map(|_| rng.quarter()).chain(vectors[..dim].iter().copied()).collect();
+    let queries: Vec<f32> = (0..3 * dim).map(|_| quarter(&mut rng)).chain(vectors[..dim].iter().copied()).collect();
     let cpu = Backend::Cpu.device().unwrap();
     let gpu = wgpu_device();
     // (rows per shard, k): one shard, several, a partial last shard, k = 1, k > n; shards of

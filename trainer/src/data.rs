@@ -113,31 +113,7 @@ pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
     Ok(Dataset { name, dropped_eval_overlap: before - examples.len(), examples, weight: cfg.weight })
 }
 
-/// SplitMix64: small, seedable, and its whole state is one `u64` (saved in checkpoints).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
-    }
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, self.below(i + 1));
-        }
-    }
-}
+pub use st5_core::rng::Rng;
 
 /// Where the sampler stands: everything needed to continue exactly after a restart.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

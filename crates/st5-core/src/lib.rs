@@ -24,6 +24,7 @@ pub mod layout;
 pub mod model;
 pub mod npy;
 pub mod probe;
+pub mod rng;
 pub mod save;
 pub mod t5;
 pub mod tokenizer;

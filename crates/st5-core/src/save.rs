@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::model::{SentenceT5, Variant};
+use crate::weights::transpose2;
 
 /// What a saved directory needs besides the weights.
 pub struct SaveOptions<'a> {
@@ -77,16 +78,6 @@ fn hf_name(path: &str, rank: usize, gated: bool) -> (String, bool) {
     (format!("{path}.weight"), false)
 }
 
-fn transpose(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0; v.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = v[r * cols + c];
-        }
-    }
-    out
-}
-
 fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, path: &Path) -> Result<Vec<u8>> {
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
         .iter()
@@ -128,13 +119,13 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
     for (path, shape, values) in collect.tensors {
         if let Some(rest) = path.strip_prefix("t5.") {
             let (name, flip) = hf_name(rest, shape.len(), gated);
-            let (shape, values) = if flip { (vec![shape[1], shape[0]], transpose(&values, shape[0], shape[1])) } else { (shape, values) };
+            let (shape, values) = if flip { (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1])) } else { (shape, values) };
             t5.insert(name, (shape, values));
         } else if let Some(rest) = path.strip_prefix("dense.") {
             // `dense.{i}.weight` / `dense.{i}.bias` of a Linear stored `[in, out]`.
             let (i, field) = rest.split_once('.').ok_or_else(|| Error::Invalid(format!("unexpected parameter {path}")))?;
             let i: usize = i.parse().map_err(|_| Error::Invalid(format!("unexpected parameter {path}")))?;
-            let (shape, values) = if shape.len() == 2 { (vec![shape[1], shape[0]], transpose(&values, shape[0], shape[1])) } else { (shape, values) };
+            let (shape, values) = if shape.len() == 2 { (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1])) } else { (shape, values) };
             dense.entry(i).or_default().insert(format!("linear.{field}"), (shape, values));
         } else {
             return Err(Error::Invalid(format!("unexpected parameter {path}")));

@@ -322,7 +322,8 @@ impl VarBuilder {
     }
 }
 
-fn transpose2(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+/// `[rows, cols]` row-major → `[cols, rows]`.
+pub(crate) fn transpose2(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0; v.len()];
     for r in 0..rows {
         for c in 0..cols {

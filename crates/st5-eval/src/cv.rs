@@ -6,27 +6,7 @@ use crate::logreg::{Dataset, LogReg, Solver, accuracy};
 /// The L2 grid SentEval searches: C in {2^-2, …, 2^3}.
 pub const C_GRID: [f64; 6] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
 
-/// SplitMix64: a small, portable, seeded generator so folds are the same everywhere.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next_u64() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
-}
+pub use st5_core::rng::Rng;
 
 /// Test-fold membership for `k` stratified folds: each class is shuffled and dealt round-robin.
 pub fn stratified_folds(labels: &[usize], k: usize, seed: u64) -> Vec<usize> {
