@@ -367,3 +367,43 @@ fn full_training_step_matches_pytorch() {
     println!("full step: loss {loss:.6} (PyTorch {want_loss:.6}); weights within {worst:.2e} of PyTorch's after a step that moved them by up to {moved:.2e}");
     assert!(moved > 1e-4 && worst <= 1e-4, "worst {worst:e}, moved {moved:e}");
 }
+
+/// A distillation stage from a randomly initialised model (a bare `config.json`) learns a
+/// teacher's embeddings: the mean squared error falls by more than half; and a text found in
+/// an evaluation test split is dropped together with its teacher vector.
+#[test]
+fn distill_stage_learns_the_teacher() {
+    let dir = scratch_dir("distill");
+    std::fs::create_dir_all(&dir).unwrap();
+    let qa = std::fs::read_to_string(repo_root().join("trainer/configs/data/qa.jsonl")).unwrap();
+    let mut texts: Vec<String> = qa.lines().take(96).map(|l| serde_json::from_str::<Value>(l).unwrap()["positive"].as_str().unwrap().to_string()).collect();
+    // The first sentence of STS-B test: dropped with its vector.
+    let sts = std::fs::read_to_string(shared_data().join("stsbenchmark/sts-test.csv")).unwrap();
+    texts.insert(5, sts.lines().next().unwrap().split('\t').nth(5).unwrap().to_string());
+    // The teacher: the random fixture model (12 dimensions).
+    let teacher = st5_core::Embedder::load(&fixture("st-enc-mean-relu"), &Default::default(), &Device::flex()).unwrap();
+    let mut targets = teacher.embed(&texts).unwrap().data;
+    // Poison the dropped text's vector: if alignment slipped, the loss would blow up.
+    targets[5 * 12..6 * 12].iter_mut().for_each(|x| *x = 1e6);
+    let mut npy = Vec::new();
+    st5_core::npy::write_f32(&mut npy, &targets, texts.len(), 12).unwrap();
+    std::fs::write(dir.join("teacher.npy"), npy).unwrap();
+    std::fs::write(dir.join("texts.jsonl"), texts.iter().map(|t| serde_json::json!({ "text": t }).to_string() + "\n").collect::<String>()).unwrap();
+    std::fs::write(dir.join("student.json"), r#"{"vocab_size": 32128, "d_model": 16, "d_kv": 8, "d_ff": 32, "num_layers": 2, "num_heads": 2, "feed_forward_proj": "relu"}"#).unwrap();
+    let config = format!(
+        "seed = 1\noutput = {:?}\ncheckpoint_dir = {:?}\neval_pairs = 50\neval_data = {:?}\n[model]\ninit = {:?}\ntokenizer = {:?}\ndim = 12\nmax_seq_length = 32\n\
+         [[stage]]\nname = \"distill\"\nkind = \"distill\"\nbatch_size = 16\nsteps = 80\noptimizer = \"adamw\"\n\
+         [[stage.dataset]]\npath = {:?}\ncolumns = [\"text\"]\ntargets = {:?}\n",
+        dir.join("model"), dir.join("ck"), shared_data(), dir.join("student.json"), fixture("st-enc-mean-relu").join("tokenizer.json"), dir.join("texts.jsonl"), dir.join("teacher.npy")
+    );
+    std::fs::write(dir.join("config.toml"), config).unwrap();
+    let (ok, log) = finish(train(&dir.join("config.toml"), false));
+    assert!(ok, "{log}");
+    assert!(log.contains("96 examples (1 dropped"), "{log}");
+    let csv = std::fs::read_to_string(dir.join("ck/metrics.csv")).unwrap();
+    let losses: Vec<f64> = csv.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
+    let (first, last) = (losses[..5].iter().sum::<f64>() / 5.0, losses[losses.len() - 10..].iter().sum::<f64>() / 10.0);
+    println!("distillation MSE: first 5 steps {first:.5}, last 10 steps {last:.5}");
+    assert!(last < 0.5 * first && last < 1.0, "MSE {first} → {last}");
+    assert!(workspace_bin("st5").is_file() && dir.join("model/2_Dense/model.safetensors").is_file());
+}

@@ -65,6 +65,11 @@ pub struct ModelConfig {
 #[serde(deny_unknown_fields)]
 pub struct StageConfig {
     pub name: String,
+    /// `contrastive` (the paper's in-batch softmax loss) or `distill`: mean squared error
+    /// between the model's embedding of each text and a stored teacher embedding (Reimers &
+    /// Gurevych 2020).
+    #[serde(default = "contrastive")]
+    pub kind: String,
     pub batch_size: usize,
     /// Optimiser steps in this stage; or give `epochs` instead.
     #[serde(default)]
@@ -108,6 +113,10 @@ pub struct DatasetConfig {
     /// Anchor, positive and (optionally) negative: JSON fields, or TSV header names.
     #[serde(default = "columns")]
     pub columns: Vec<String>,
+    /// For `distill` stages: the teacher embeddings, an `.npy` of `[lines, dim]` float32 whose
+    /// row i belongs to the file's i-th example.
+    #[serde(default)]
+    pub targets: Option<PathBuf>,
     /// Relative sampling weight among the stage's datasets.
     #[serde(default = "one")]
     pub weight: f64,
@@ -124,6 +133,9 @@ fn data_dir() -> PathBuf {
 }
 fn lr() -> f64 {
     1e-3
+}
+fn contrastive() -> String {
+    "contrastive".into()
 }
 fn constant() -> String {
     "constant".into()
@@ -162,6 +174,9 @@ impl TrainConfig {
         }
         for d in cfg.stages.iter_mut().flat_map(|s| s.datasets.iter_mut()) {
             fix(&mut d.path);
+            if let Some(t) = d.targets.as_mut() {
+                fix(t);
+            }
         }
         cfg.validate().map_err(|message| Error::Config { path: path.into(), message })?;
         Ok(cfg)
@@ -200,9 +215,16 @@ impl TrainConfig {
             if s.datasets.is_empty() {
                 return Err(at("no [[stage.dataset]]"));
             }
+            let distill = match s.kind.as_str() {
+                "contrastive" => false,
+                "distill" => true,
+                other => return Err(at(&format!("kind `{other}`: expected contrastive or distill"))),
+            };
             for d in &s.datasets {
-                if !(2..=3).contains(&d.columns.len()) || !(d.weight > 0.0) {
-                    return Err(at(&format!("dataset {}: 2 or 3 columns and a positive weight", d.path.display())));
+                let columns_ok = if distill { d.columns.len() == 1 && d.targets.is_some() } else { (2..=3).contains(&d.columns.len()) && d.targets.is_none() };
+                if !columns_ok || !(d.weight > 0.0) {
+                    let want = if distill { "1 column (the text) and `targets`" } else { "2 or 3 columns and no `targets`" };
+                    return Err(at(&format!("dataset {}: {want}, and a positive weight", d.path.display())));
                 }
             }
         }

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::DatasetConfig;
 use crate::error::{Error, Result};
 
-/// One training example.
+/// One training example. A distillation example has only an anchor (the text); its positive is
+/// empty and its target is the dataset's row [`Dataset::rows`]`[i]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Example {
     pub anchor: String,
@@ -25,6 +26,8 @@ pub struct Dataset {
     pub examples: Vec<Example>,
     pub dropped_eval_overlap: usize,
     pub weight: f64,
+    /// Teacher embeddings (distillation): `[examples, dim]` row-major, row i for example i.
+    pub targets: Option<(Vec<f32>, usize)>,
 }
 
 /// Lower-cased, punctuation and extra spaces removed: the form in which training texts are
@@ -107,10 +110,27 @@ pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
         let (anchor, positive, negative) = (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next());
         examples.push(Example { anchor, positive, negative });
     }
+    let mut targets = match &cfg.targets {
+        None => None,
+        Some(t) => {
+            let bytes = std::fs::read(t).map_err(|e| Error::io(t, e))?;
+            let (v, rows, dim) = st5_core::npy::read_f32(&bytes).map_err(|m| Error::Data { path: t.clone(), line: 0, message: m })?;
+            if rows != examples.len() {
+                return Err(Error::Data { path: t.clone(), line: 0, message: format!("{rows} teacher vectors for the {} examples of {}", examples.len(), path.display()) });
+            }
+            Some((v, dim))
+        }
+    };
     let before = examples.len();
-    examples.retain(|e| ![Some(&e.anchor), Some(&e.positive), e.negative.as_ref()].into_iter().flatten().any(|t| exclude.contains(&normalize(t))));
+    let keep: Vec<bool> = examples.iter().map(|e| ![Some(&e.anchor), Some(&e.positive), e.negative.as_ref()].into_iter().flatten().any(|t| exclude.contains(&normalize(t)))).collect();
+    if let Some((v, dim)) = targets.as_mut() {
+        let dim = *dim;
+        *v = v.chunks(dim).zip(&keep).filter(|(_, k)| **k).flat_map(|(r, _)| r.iter().copied()).collect();
+    }
+    let mut k = keep.iter();
+    examples.retain(|_| *k.next().unwrap_or(&false));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    Ok(Dataset { name, dropped_eval_overlap: before - examples.len(), examples, weight: cfg.weight })
+    Ok(Dataset { name, dropped_eval_overlap: before - examples.len(), examples, weight: cfg.weight, targets })
 }
 
 pub use st5_core::rng::Rng;
@@ -153,7 +173,7 @@ impl<'a> Sampler<'a> {
     /// The next batch of up to `size` examples (fewer only if a dataset has fewer distinct
     /// texts): a dataset drawn by weight, then its examples in order, skipping any that would
     /// repeat a text already in the batch (they stay for a later batch).
-    pub fn next_batch(&mut self, size: usize) -> (usize, Vec<&'a Example>) {
+    pub fn next_batch(&mut self, size: usize) -> (usize, Vec<usize>) {
         let total: f64 = self.datasets.iter().filter(|d| !d.examples.is_empty()).map(|d| d.weight).sum();
         let mut r = self.state.rng.unit() * total;
         let mut k = 0;
@@ -184,13 +204,14 @@ impl<'a> Sampler<'a> {
             let idx = self.state.orders[k][self.state.positions[k]];
             self.state.positions[k] += 1;
             let e = &d.examples[idx as usize];
-            let texts = [Some(e.anchor.as_str()), Some(e.positive.as_str()), e.negative.as_deref()];
-            if texts.iter().flatten().any(|t| seen.contains(t)) {
+            // (A distillation example's empty positive is no text.)
+            let texts: Vec<&str> = [Some(e.anchor.as_str()), Some(e.positive.as_str()), e.negative.as_deref()].into_iter().flatten().filter(|t| !t.is_empty()).collect();
+            if texts.iter().any(|t| seen.contains(t)) {
                 deferred.push(idx);
                 continue;
             }
-            seen.extend(texts.into_iter().flatten());
-            batch.push(e);
+            seen.extend(texts);
+            batch.push(idx as usize);
         }
         // Deferred examples go back just ahead of the current position, in order.
         let pos = self.state.positions[k];
@@ -211,7 +232,7 @@ mod tests {
 
     fn ds(pairs: &[(&str, &str)], weight: f64) -> Dataset {
         let examples = pairs.iter().map(|(a, p)| Example { anchor: a.to_string(), positive: p.to_string(), negative: None }).collect();
-        Dataset { name: "d".into(), examples, dropped_eval_overlap: 0, weight }
+        Dataset { name: "d".into(), examples, dropped_eval_overlap: 0, weight, targets: None }
     }
 
     #[test]
@@ -228,7 +249,8 @@ mod tests {
         let mut s = Sampler::new(&data, 7);
         let mut seen = Vec::new();
         for _ in 0..6 {
-            let (_, batch) = s.next_batch(3);
+            let (k, batch) = s.next_batch(3);
+            let batch: Vec<&Example> = batch.iter().map(|&i| &data[k].examples[i]).collect();
             let texts: Vec<&str> = batch.iter().flat_map(|e| [e.anchor.as_str(), e.positive.as_str()]).collect();
             let unique: HashSet<&str> = texts.iter().copied().collect();
             assert_eq!(unique.len(), texts.len(), "repeated text in {texts:?}");

@@ -82,6 +82,20 @@ pub fn gradients(model: &SentenceT5, batch: &Batch, loss: &ContrastiveLoss, chun
     (scalar(value), acc.grads())
 }
 
+/// Distillation (Reimers & Gurevych 2020, §3): the mean squared error between the model's
+/// embeddings of `texts` and the teacher's `targets` (`[texts.len(), dim]` row-major), and the
+/// gradients of every parameter.
+pub fn distill_gradients(model: &SentenceT5, texts: &[Vec<u32>], targets: &[f32], base: &Device) -> (f32, GradientsParams) {
+    let device = &base.clone().autodiff();
+    let seqs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
+    let emb = embed(model, &seqs, device);
+    let [b, dim] = emb.dims();
+    let target = Tensor::<2>::from_data(TensorData::new(targets.to_vec(), [b, dim]), device);
+    let value = emb.sub(target).square().mean();
+    let grads = GradientsParams::from_grads(value.backward(), model);
+    (scalar(value), grads)
+}
+
 fn scalar(t: Tensor<1>) -> f32 {
     t.into_data().convert::<f32>().try_to_vec::<f32>().ok().and_then(|v| v.first().copied()).unwrap_or(f32::NAN)
 }

@@ -21,7 +21,7 @@ use crate::config::{StageConfig, TrainConfig};
 use crate::data::{self, Dataset, Rng, Sampler, SamplerState};
 use crate::error::{Error, Result};
 use crate::loss::ContrastiveLoss;
-use crate::step::{Batch, embed, gradients};
+use crate::step::{Batch, distill_gradients, embed, gradients};
 
 /// What a checkpoint records besides weights and optimiser state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,6 +135,29 @@ fn normal(rng: &mut Rng, n: usize, std: f64) -> Vec<f32> {
         .collect()
 }
 
+/// A random model from a T5 `config.json` (`[model] init` names the file): encoder only, the
+/// configured pooling (default enc-mean), Normalize; the tokenizer from `[model] tokenizer`.
+fn random_model(config: &Path, cfg: &TrainConfig, device: &Device) -> Result<(SentenceT5, T5Tokenizer, st5_core::layout::ModelLayout)> {
+    let t5 = st5_core::T5Config::from_file(config)?;
+    let variant = cfg.model.variant.as_deref().map(str::parse::<Variant>).transpose()?.unwrap_or(Variant::EncMean);
+    let head = st5_core::HeadConfig { variant, dense: Vec::new(), normalize: true };
+    let model = SentenceT5::init(&t5, &head, device);
+    let tok = cfg.model.tokenizer.as_ref().ok_or_else(|| Error::Config { path: config.into(), message: "a model initialised from a config.json needs [model] tokenizer".into() })?;
+    let max_len = cfg.model.max_seq_length.unwrap_or(512);
+    let tokenizer = T5Tokenizer::from_file(tok, max_len)?;
+    let layout = st5_core::layout::ModelLayout {
+        transformer: String::new(),
+        transformer_dir: config.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        config: t5,
+        pooling: Some(variant),
+        dense: Vec::new(),
+        normalize: true,
+        max_seq_length: max_len,
+        tokenizer: None,
+    };
+    Ok((model, tokenizer, layout))
+}
+
 /// The model being trained, with what saving it needs.
 pub struct Run {
     pub cfg: TrainConfig,
@@ -172,7 +195,13 @@ impl Run {
             batch_size: 64,
             max_buffer_bytes: None,
         };
-        let (mut model, tokenizer, layout) = Embedder::load(&source, &options, &ad)?.into_parts();
+        let (mut model, tokenizer, layout) = if source.is_file() {
+            // A bare T5 config.json: a randomly initialised model (seeded), for training from scratch.
+            base.seed(cfg.seed);
+            random_model(&source, &cfg, &ad)?
+        } else {
+            Embedder::load(&source, &options, &ad)?.into_parts()
+        };
         if model.variant == Variant::EncDecFirst {
             // Refused before training, not at export: sentence-transformers has no pooling for
             // the first decoder output, so the result could not be saved.
@@ -181,10 +210,10 @@ impl Run {
                 message: "variant encdec-first cannot be written as a sentence-transformers directory; train enc-mean or enc-first".into(),
             });
         }
-        let config_path = source.join(&layout.transformer).join("config.json");
+        let config_path = if source.is_file() { source.clone() } else { source.join(&layout.transformer).join("config.json") };
         let config_json = serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?)
             .map_err(|e| Error::Checkpoint { path: config_path.clone(), message: e.to_string() })?;
-        let tok_path = cfg.model.tokenizer.clone().or_else(|| layout.tokenizer.as_ref().map(|t| source.join(t))).expect("the loader found a tokenizer");
+        let tok_path = cfg.model.tokenizer.clone().or_else(|| layout.tokenizer.as_ref().map(|t| source.join(t))).expect("a tokenizer was loaded");
         let tokenizer_json = std::fs::read(&tok_path).map_err(|e| Error::io(&tok_path, e))?;
         if model.dense.is_empty() {
             // The paper's projection: d_model → dim, no bias, created when the source has none.
@@ -272,13 +301,21 @@ impl Run {
             let chunk = (stage.chunk_size > 0).then_some(stage.chunk_size);
             for step in state.step..stage.steps {
                 let started = Instant::now();
-                let (_, examples) = sampler.next_batch(stage.batch_size);
-                let with_neg = examples.iter().all(|e| e.negative.is_some());
+                let (k, picked) = sampler.next_batch(stage.batch_size);
+                let examples: Vec<&data::Example> = picked.iter().map(|&i| &datasets[k].examples[i]).collect();
                 let anchors: Vec<&str> = examples.iter().map(|e| e.anchor.as_str()).collect();
-                let positives: Vec<&str> = examples.iter().map(|e| e.positive.as_str()).collect();
-                let negatives: Vec<&str> = if with_neg { examples.iter().filter_map(|e| e.negative.as_deref()).collect() } else { Vec::new() };
-                let batch = Batch { anchors: self.tokenize(&anchors)?, positives: self.tokenize(&positives)?, negatives: self.tokenize(&negatives)? };
-                let (value, mut grads) = gradients(&self.model, &batch, &loss, chunk, &self.base);
+                let (value, mut grads, pairs) = if let Some((targets, dim)) = &datasets[k].targets {
+                    let rows: Vec<f32> = picked.iter().flat_map(|&i| targets[i * dim..(i + 1) * dim].iter().copied()).collect();
+                    let (v, g) = distill_gradients(&self.model, &self.tokenize(&anchors)?, &rows, &self.base);
+                    (v, g, examples.len())
+                } else {
+                    let with_neg = examples.iter().all(|e| e.negative.is_some());
+                    let positives: Vec<&str> = examples.iter().map(|e| e.positive.as_str()).collect();
+                    let negatives: Vec<&str> = if with_neg { examples.iter().filter_map(|e| e.negative.as_deref()).collect() } else { Vec::new() };
+                    let batch = Batch { anchors: self.tokenize(&anchors)?, positives: self.tokenize(&positives)?, negatives: self.tokenize(&negatives)? };
+                    let (v, g) = gradients(&self.model, &batch, &loss, chunk, &self.base);
+                    (v, g, batch.len())
+                };
                 let norm = clip_global_norm(&self.model, &mut grads, stage.clip_norm);
                 if !value.is_finite() || !norm.is_finite() {
                     state.bad_steps += 1;
@@ -293,7 +330,7 @@ impl Run {
                 self.model = optim.step(lr, self.model.clone(), grads);
                 let last = step + 1 == stage.steps;
                 let dev_spearman = if (self.cfg.eval_every > 0 && (step + 1) % self.cfg.eval_every == 0) || last { Some(self.dev_spearman()?) } else { None };
-                let metric = Metric { stage: stage.name.clone(), step: step + 1, loss: value, lr, pairs_per_s: batch.len() as f64 / started.elapsed().as_secs_f64(), dev_spearman };
+                let metric = Metric { stage: stage.name.clone(), step: step + 1, loss: value, lr, pairs_per_s: pairs as f64 / started.elapsed().as_secs_f64(), dev_spearman };
                 on(Event::Step(&metric));
                 self.metrics.push(metric);
                 let (next_stage, next_step) = if last { (si + 1, 0) } else { (si, step + 1) };
