@@ -299,6 +299,10 @@ fn in_memory_files_load_like_the_directory() {
     assert!(msg.contains("model-00002-of-00005.safetensors") && msg.contains("memory:"), "{msg}");
 }
 
+fn opts_clone<'a>(o: &st5_core::save::SaveOptions<'a>) -> st5_core::save::SaveOptions<'a> {
+    st5_core::save::SaveOptions { config: o.config.clone(), tokenizer_json: o.tokenizer_json, max_seq_length: o.max_seq_length, readme: o.readme.clone(), extra: o.extra.clone(), f16: o.f16 }
+}
+
 /// A model saved as a sentence-transformers directory loads back (through the ordinary loader)
 /// with identical embeddings, for both encoder poolings; a failed save keeps the old directory.
 #[test]
@@ -315,7 +319,7 @@ fn saved_model_loads_back_identically() {
         let head = HeadConfig { variant, dense: vec![(cfg.d_model, 6, false)], normalize: true };
         let model = SentenceT5::init(&cfg, &head, &device);
         let dir = scratch_dir(&format!("saved-{variant}"));
-        let opts = SaveOptions { config: config_json.clone(), tokenizer_json: &tokenizer_json, max_seq_length: 32, readme: Some("# test\n".into()), extra: vec![] };
+        let opts = SaveOptions { config: config_json.clone(), tokenizer_json: &tokenizer_json, max_seq_length: 32, readme: Some("# test\n".into()), extra: vec![], f16: false };
         save_sentence_transformers(&model, &dir, &opts).unwrap();
         let loaded = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();
         assert_eq!((loaded.variant(), loaded.dim(), loaded.tokenizer().max_len()), (variant, 6, 32));
@@ -329,6 +333,13 @@ fn saved_model_loads_back_identically() {
             let err = max_abs_diff(got.row(i), &want);
             assert!(err <= TOL, "{variant}, text {i}: saved model differs by {err:e}");
         }
+        // Half precision: half the bytes, embeddings within f16 rounding of the f32 model's.
+        let half = scratch_dir(&format!("saved-f16-{variant}"));
+        save_sentence_transformers(&model, &half, &SaveOptions { f16: true, ..opts_clone(&opts) }).unwrap();
+        let small = Embedder::load(&half, &LoadOptions::default(), &device).unwrap().embed(&texts).unwrap();
+        let err = (0..texts.len()).map(|i| max_abs_diff(small.row(i), got.row(i))).fold(0.0, f32::max);
+        let size = |d: &std::path::Path| std::fs::metadata(d.join("model.safetensors")).unwrap().len();
+        assert!(err <= 5e-3 && size(&half) * 10 < size(&dir) * 6, "f16: error {err:e}, {} vs {} bytes", size(&half), size(&dir));
         // Saving over it again replaces it; an unsavable model leaves it as it was.
         let encdec = SentenceT5::init(&cfg, &HeadConfig { variant: Variant::EncDecFirst, dense: vec![], normalize: true }, &device);
         assert!(save_sentence_transformers(&encdec, &dir, &opts).is_err());

@@ -267,7 +267,7 @@ fn killed_and_resumed_run_equals_uninterrupted_run() {
     let model = SentenceT5::init(&cfg, &HeadConfig { variant: Variant::EncMean, dense: vec![(64, 32, false)], normalize: true }, &Device::flex());
     let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
     let init = root.join("init");
-    save_sentence_transformers(&model, &init, &SaveOptions { config: cfg_json, tokenizer_json: &tokenizer, max_seq_length: 32, readme: None, extra: vec![] }).unwrap();
+    save_sentence_transformers(&model, &init, &SaveOptions { config: cfg_json, tokenizer_json: &tokenizer, max_seq_length: 32, readme: None, extra: vec![], f16: false }).unwrap();
     let edits = |sub: &str| -> Vec<(String, String)> {
         vec![
             ("init = \"".to_string() + &repo_root().join("tests/fixtures/hf-t5-relu-f16").display().to_string() + "\"", format!("init = {:?}", init)),
@@ -352,7 +352,7 @@ fn full_training_step_matches_pytorch() {
     let saved = scratch_dir("step-after");
     let config: Value = serde_json::from_slice(&std::fs::read(dir.join("init/config.json")).unwrap()).unwrap();
     let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
-    let opts = st5_core::save::SaveOptions { config, tokenizer_json: &tokenizer, max_seq_length: 16, readme: None, extra: vec![] };
+    let opts = st5_core::save::SaveOptions { config, tokenizer_json: &tokenizer, max_seq_length: 16, readme: None, extra: vec![], f16: false };
     st5_core::save::save_sentence_transformers(&model.valid(), &saved, &opts).unwrap();
     let before = weights(&dir.join("init"));
     let (ours, theirs) = (weights(&saved), weights(&dir.join("after")));

@@ -59,6 +59,9 @@ pub struct ModelConfig {
     /// A `tokenizer.json` for sources without one.
     #[serde(default)]
     pub tokenizer: Option<PathBuf>,
+    /// `f32` (default) or `f16` for the written model (checkpoints are always f32).
+    #[serde(default)]
+    pub save_dtype: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -188,6 +191,9 @@ impl TrainConfig {
             "cuda" if cfg!(feature = "cuda") => {}
             "cuda" => return Err("device `cuda` needs the trainer built with `--features cuda`".into()),
             other => return Err(format!("device `{other}`: expected cpu, wgpu or cuda")),
+        }
+        if !matches!(self.model.save_dtype.as_deref(), None | Some("f32" | "f16")) {
+            return Err("[model] save_dtype: expected f32 or f16".into());
         }
         if self.stages.is_empty() {
             return Err("no [[stage]]".into());

@@ -260,8 +260,8 @@ impl Run {
         Ok(100.0 * st5_eval::stats::spearman(&sims, &gold))
     }
 
-    fn save(&self, dir: &Path, readme: Option<String>, extra: Vec<(String, Vec<u8>)>) -> Result<()> {
-        let options = SaveOptions { config: self.config_json.clone(), tokenizer_json: &self.tokenizer_json, max_seq_length: self.max_len, readme, extra };
+    fn save(&self, dir: &Path, readme: Option<String>, extra: Vec<(String, Vec<u8>)>, f16: bool) -> Result<()> {
+        let options = SaveOptions { config: self.config_json.clone(), tokenizer_json: &self.tokenizer_json, max_seq_length: self.max_len, readme, extra, f16 };
         Ok(save_sentence_transformers(&self.model.valid(), dir, &options)?)
     }
 
@@ -271,7 +271,8 @@ impl Run {
         let bytes = optim.to_record().into_bytes().map_err(|e| Error::Checkpoint { path: latest.clone(), message: format!("optimizer state: {e:?}") })?;
         let state_json = serde_json::to_vec_pretty(state).expect("state serialises");
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        self.save(&latest, None, vec![("trainer_state.json".into(), state_json), ("optimizer.bpk".into(), bytes.to_vec())])?;
+        // f32: a resumed run must continue from exactly these weights.
+        self.save(&latest, None, vec![("trainer_state.json".into(), state_json), ("optimizer.bpk".into(), bytes.to_vec())], false)?;
         Ok(Some(latest))
     }
 
@@ -356,6 +357,6 @@ impl Run {
 
     /// Writes the trained model to `cfg.output` with a model card.
     pub fn export(&self, card: String) -> Result<()> {
-        self.save(&self.cfg.output, Some(card), Vec::new())
+        self.save(&self.cfg.output, Some(card), Vec::new(), self.cfg.model.save_dtype.as_deref() == Some("f16"))
     }
 }

@@ -27,6 +27,9 @@ pub struct SaveOptions<'a> {
     pub readme: Option<String>,
     /// More files written into the same directory, in the same atomic step (a trainer's state).
     pub extra: Vec<(String, Vec<u8>)>,
+    /// Store weights as f16 (half the size; every st5 loader and PyTorch read it). Checkpoints
+    /// that must resume exactly stay f32.
+    pub f16: bool,
 }
 
 /// Every float parameter as `(module path, shape, values)`.
@@ -78,12 +81,14 @@ fn hf_name(path: &str, rank: usize, gated: bool) -> (String, bool) {
     (format!("{path}.weight"), false)
 }
 
-fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, path: &Path) -> Result<Vec<u8>> {
+fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, path: &Path, f16: bool) -> Result<Vec<u8>> {
+    let halves: Vec<Vec<half::f16>> = if f16 { tensors.values().map(|(_, v)| v.iter().map(|&x| half::f16::from_f32(x)).collect()).collect() } else { Vec::new() };
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
         .iter()
-        .map(|(name, (shape, values))| {
-            let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytemuck::cast_slice(values))
-                .expect("shape matches data");
+        .enumerate()
+        .map(|(i, (name, (shape, values)))| {
+            let (dtype, bytes): (_, &[u8]) = if f16 { (safetensors::Dtype::F16, bytemuck::cast_slice(&halves[i])) } else { (safetensors::Dtype::F32, bytemuck::cast_slice(values)) };
+            let view = safetensors::tensor::TensorView::new(dtype, shape.clone(), bytes).expect("shape matches data");
             (name.clone(), view)
         })
         .collect();
@@ -135,8 +140,12 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
     let staging = staging_dir(dir);
     let _ = std::fs::remove_dir_all(&staging);
     let d_model = options.config["d_model"].as_u64().unwrap_or(0);
-    write(&staging, "model.safetensors", &safetensors_bytes(&t5, &dir.join("model.safetensors"))?)?;
-    write(&staging, "config.json", &json_bytes(options.config.clone()))?;
+    write(&staging, "model.safetensors", &safetensors_bytes(&t5, &dir.join("model.safetensors"), options.f16)?)?;
+    let mut config = options.config.clone();
+    if options.f16 {
+        config["torch_dtype"] = json!("float16");
+    }
+    write(&staging, "config.json", &json_bytes(config))?;
     write(&staging, "tokenizer.json", options.tokenizer_json)?;
     write(&staging, "sentence_bert_config.json", &json_bytes(json!({ "max_seq_length": options.max_seq_length, "do_lower_case": false })))?;
     write(&staging, "tokenizer_config.json", &json_bytes(json!({ "model_max_length": options.max_seq_length, "tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>" })))?;
@@ -161,7 +170,7 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
         let (out_f, in_f) = (tensors["linear.weight"].0[0], tensors["linear.weight"].0[1]);
         let cfg = json!({ "in_features": in_f, "out_features": out_f, "bias": tensors.contains_key("linear.bias"), "activation_function": "torch.nn.modules.linear.Identity" });
         write(&staging, &format!("{folder}/config.json"), &json_bytes(cfg))?;
-        write(&staging, &format!("{folder}/model.safetensors"), &safetensors_bytes(tensors, &dir.join(&folder))?)?;
+        write(&staging, &format!("{folder}/model.safetensors"), &safetensors_bytes(tensors, &dir.join(&folder), options.f16)?)?;
         modules.push(json!({ "idx": modules.len(), "name": modules.len().to_string(), "path": folder, "type": "sentence_transformers.models.Dense" }));
     }
     if model.normalize {
