@@ -305,6 +305,12 @@ fn killed_and_resumed_run_equals_uninterrupted_run() {
     assert!(!root.join("cut/model").exists(), "a killed run wrote no final model");
     let (ok, log) = finish(train(&cut, true));
     assert!(ok, "resume failed:\n{log}");
+    // The metrics log holds each step once: the steps redone after the checkpoint replace the
+    // killed run's rows.
+    let csv = std::fs::read_to_string(root.join("cut/checkpoints/metrics.csv")).unwrap();
+    let steps: Vec<String> = csv.lines().skip(1).map(|l| l.split(',').take(2).collect::<Vec<_>>().join(":")).collect();
+    let want: Vec<String> = (1..=30).map(|i| format!("qa:{i}")).chain((1..=20).map(|i| format!("nli:{i}"))).collect();
+    assert_eq!(steps, want);
 
     let (a, b) = (weights(&root.join("straight/model")), weights(&root.join("cut/model")));
     assert_eq!(a.len(), b.len());
