@@ -4,23 +4,13 @@
 //! devices: any id difference is a selection bug, not rounding.
 
 use st5_core::rng::Rng;
+use st5_core::index::brute_force;
 use st5_core::{Backend, Device, Hit, VectorIndex};
 use st5_tests::wgpu_device;
 
 /// One of -2/4 … 2/4.
 fn quarter(rng: &mut Rng) -> f32 {
     (rng.next_u64() % 5) as f32 / 4.0 - 0.5
-}
-
-fn sorted(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<Hit> {
-    let mut hits: Vec<Hit> = vectors
-        .chunks(dim)
-        .enumerate()
-        .map(|(i, v)| Hit { id: i as u32, score: v.iter().zip(query).map(|(a, b)| a * b).sum() })
-        .collect();
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-    hits.truncate(k);
-    hits
 }
 
 fn search(device: &Device, vectors: &[f32], dim: usize, shard_rows: usize, queries: &[f32], k: usize) -> Vec<Vec<Hit>> {
@@ -50,7 +40,7 @@ fn gpu_and_cpu_top_k_agree_with_a_sort() {
     for (shard_rows, k) in [(n, 1), (n, 3), (1000, 2), (n, 10), (400, 10), (256, 1), (700, n + 50), (1000, 64)] {
         let on_cpu = search(&cpu, &vectors, dim, shard_rows, &queries, k);
         for (qi, query) in queries.chunks(dim).enumerate() {
-            let want = sorted(&vectors, dim, query, k);
+            let want = brute_force(&vectors, dim, query, k);
             let got = &on_cpu[qi];
             assert_eq!(got.len(), k.min(n), "cpu, shard {shard_rows}, k {k}, query {qi}");
             assert_eq!(got, &want, "cpu, shard {shard_rows}, k {k}, query {qi}");

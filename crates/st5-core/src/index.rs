@@ -236,11 +236,28 @@ fn merge(parts: &[Candidates], q: usize, k: usize) -> Vec<Vec<Hit>> {
                 .iter()
                 .flat_map(|p| (0..p.rows).filter(|&j| p.ids[j] != usize::MAX).map(move |j| Hit { id: p.ids[j] as u32, score: p.scores[qi * p.rows + j] }))
                 .collect();
-            hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-            hits.truncate(k);
+            rank(&mut hits, k);
             hits
         })
         .collect()
+}
+
+/// Orders hits best first (score descending, ties to the lower id) and keeps the first `k`.
+pub fn rank(hits: &mut Vec<Hit>, k: usize) {
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    hits.truncate(k);
+}
+
+/// The exact answer on the host, one dot product per row: the reference the index is tested
+/// against.
+pub fn brute_force(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<Hit> {
+    let mut hits: Vec<Hit> = vectors
+        .chunks(dim)
+        .enumerate()
+        .map(|(i, v)| Hit { id: i as u32, score: v.iter().zip(query).map(|(a, b)| a * b).sum() })
+        .collect();
+    rank(&mut hits, k);
+    hits
 }
 
 fn read_scores<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<f32>> {
@@ -251,17 +268,6 @@ fn read_scores<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn brute_force(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<Hit> {
-        let mut hits: Vec<Hit> = vectors
-            .chunks(dim)
-            .enumerate()
-            .map(|(i, v)| Hit { id: i as u32, score: v.iter().zip(query).map(|(a, b)| a * b).sum() })
-            .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-        hits.truncate(k);
-        hits
-    }
 
     #[test]
     fn top_k_matches_brute_force_across_shards_ties_and_large_k() {
