@@ -30,7 +30,8 @@ export type ProgressEvent =
   | { stage: 'ready'; device: Device; ms: number };
 
 export interface LoadOptions {
-  /** `'auto'` (default): WebGPU when an adapter and a device can be had, else the CPU. */
+  /** `'auto'` (default): WebGPU on a hardware adapter when a device can be had, else the CPU (also
+   * when the only adapter is a software one such as SwiftShader, which is far slower). */
   device?: Device | 'auto';
   /** Pooling variant; defaults to the model's Pooling module (enc-mean for a plain T5). */
   variant?: Variant;

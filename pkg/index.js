@@ -2,7 +2,7 @@
 // (crates/st5-wasm): file fetching and caching, a call queue, and the fallback from WebGPU to
 // the CPU. `loadInWorker` runs the same thing in a Web Worker.
 
-import { Model as WasmModel, fingerprint, planFiles, wasm } from './runtime.js';
+import { Model as WasmModel, autoDevice, fingerprint, planFiles, wasm } from './runtime.js';
 import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
 
 export { clearCache };
@@ -29,7 +29,7 @@ export async function load(source, options = {}) {
     : () => memoryFiles(source);
   const { files, label } = await getFiles();
   const id = await fingerprint(files);
-  const wanted = device === 'auto' && webgpuFailed ? 'cpu' : device;
+  const wanted = device !== 'auto' ? device : webgpuFailed ? 'cpu' : await autoDevice();
   onProgress?.({ stage: 'init', device: wanted });
   const inner = await WasmModel.load(files, { ...modelOptions, device: wanted }, label);
   onProgress?.({ stage: 'ready', device: inner.device, ms: performance.now() - started });

@@ -2,7 +2,7 @@
 // (the wasm `Index`: one matrix product per shard plus a top-k selection on the device), saved in
 // IndexedDB keyed by the model's fingerprint and the corpus hash, exportable as a file.
 
-import { Index as WasmIndex, sha256, wasm } from './runtime.js';
+import { Index as WasmIndex, autoDevice, sha256, wasm } from './runtime.js';
 
 const DB = 'st5-index';
 const STORE = 'indexes';
@@ -136,10 +136,10 @@ export class SearchIndex {
   }
 }
 
-/** An empty index for `model`'s vectors. Options: `device` ('auto'), `name` (IndexedDB key). */
+/** An empty index for `model`'s vectors. Options: `device` ('auto': as for `load`), `name` (IndexedDB key). */
 export async function createIndex(model, { device = 'auto', name = 'default', maxBufferBytes, shardRows } = {}) {
   await wasm();
-  const index = await WasmIndex.create(model.dim, { device, maxBufferBytes, shardRows });
+  const index = await WasmIndex.create(model.dim, { device: device === 'auto' ? await autoDevice() : device, maxBufferBytes, shardRows });
   return new SearchIndex(model, index, name);
 }
 

@@ -92,6 +92,39 @@ fn search_ranks_an_exact_match_first() {
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "scores not descending: {out}");
 }
 
+/// `st5` without `--model` runs the copy of `models/st5-mini` compiled into it.
+#[test]
+fn built_in_model_is_the_shipped_directory() {
+    let text = b"A man is playing a guitar.\nWhere is Paris?\n\n";
+    let built_in = run(&["embed"], text);
+    let shipped = run(&["embed", "--model", shipped_model().to_str().unwrap()], text);
+    assert!(built_in.status.success(), "{}", String::from_utf8_lossy(&built_in.stderr));
+    assert!(shipped.status.success(), "{}", String::from_utf8_lossy(&shipped.stderr));
+    assert_eq!(String::from_utf8_lossy(&built_in.stdout).lines().count(), 3);
+    assert_eq!(built_in.stdout, shipped.stdout);
+}
+
+/// The built-in model ranks by meaning: each query, worded differently from every line of the
+/// sample corpus, finds its paraphrase first.
+#[test]
+fn built_in_model_finds_paraphrases_in_the_sample_corpus() {
+    let corpus = root().join("tests/fixtures/corpus.txt");
+    let cases = [
+        ("Someone is strumming a guitar.", "A man is playing a guitar."),
+        ("Kids play soccer outside.", "Children are playing football in the park."),
+        ("The forecast says it will pour tomorrow.", "Heavy rain is expected across the north tomorrow."),
+        ("A kitten is napping by the window.", "The cat sleeps on the warm windowsill."),
+        ("Shares dropped after the news.", "Stock markets fell sharply after the announcement."),
+        ("Someone is chopping vegetables.", "A woman is slicing an onion in the kitchen."),
+    ];
+    for (query, want) in cases {
+        let o = run(&["search", "--corpus", corpus.to_str().unwrap(), "-k", "3", query], b"");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8(o.stdout).unwrap();
+        assert_eq!(out.lines().next().and_then(|l| l.split('\t').nth(2)), Some(want), "{query}:\n{out}");
+    }
+}
+
 #[test]
 fn bad_input_exits_non_zero_naming_the_culprit() {
     let model = fixture("st-enc-mean-relu");

@@ -38,8 +38,18 @@ pub struct Expected {
     pub embeddings: Vec<(String, Vec<Vec<f32>>)>,
 }
 
+/// The shipped default model, `models/st5-mini`, which the CLI compiles in.
+pub fn shipped_model() -> PathBuf {
+    root().join("models/st5-mini")
+}
+
 pub fn expected(model: &str) -> Expected {
-    let v: Value = serde_json::from_slice(&std::fs::read(fixture(model).join("expected.json")).unwrap()).unwrap();
+    expected_file(&fixture(model).join("expected.json"))
+}
+
+/// An `expected.json`-shaped file anywhere (`st5-mini-expected.json` for the shipped model).
+pub fn expected_file(path: &Path) -> Expected {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let strings = |v: &Value| v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>();
     let matrix = |v: &Value| -> Vec<Vec<f32>> {
         v.as_array().unwrap().iter().map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect()

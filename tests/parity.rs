@@ -1,5 +1,6 @@
 //! Golden parity against the Python reference (`tests/reference/make_fixtures.py`): token ids,
-//! embeddings for every fixture and variant on flex and wgpu (max abs error ≤ 1e-5), batch
+//! embeddings for every fixture and variant, and for the shipped `models/st5-mini`
+//! (`st5-mini-expected.json`), on flex and wgpu (max abs error ≤ 1e-5), batch
 //! invariance, and the typed errors for broken model directories.
 
 use st5_core::tokenizer::T5Tokenizer;
@@ -7,7 +8,10 @@ use st5_core::{Backend, Device, Embedder, Error, LoadOptions, Variant};
 use st5_tests::*;
 
 fn options(model: &str, variant: Option<Variant>, batch_size: usize) -> LoadOptions {
-    let dir = fixture(model);
+    dir_options(&fixture(model), variant, batch_size)
+}
+
+fn dir_options(dir: &std::path::Path, variant: Option<Variant>, batch_size: usize) -> LoadOptions {
     LoadOptions {
         variant,
         tokenizer: (!dir.join("tokenizer.json").exists()).then(tokenizer_json),
@@ -33,14 +37,16 @@ fn tokenizer_ids_equal_transformers() {
     }
 }
 
-/// Every fixture and variant against the reference on one device; returns the worst error.
+/// Every fixture and variant, and the shipped default model, against the reference on one
+/// device; returns the worst error.
 fn check_parity(device: &Device, label: &str) -> f32 {
+    let mut cases: Vec<_> = MODELS.iter().map(|m| (m.to_string(), fixture(m), expected(m))).collect();
+    cases.push(("models/st5-mini".into(), shipped_model(), expected_file(&fixture("st5-mini-expected.json"))));
     let mut worst = 0.0f32;
-    for model in MODELS {
-        let exp = expected(model);
+    for (model, dir, exp) in cases {
         for (variant, want) in &exp.embeddings {
             let variant: Variant = variant.parse().unwrap();
-            let e = Embedder::load(&fixture(model), &options(model, Some(variant), 4), device).unwrap();
+            let e = Embedder::load(&dir, &dir_options(&dir, Some(variant), 4), device).unwrap();
             assert_eq!(e.tokenizer().max_len(), exp.max_seq_length, "{model}: max_seq_length");
             let ids = e.tokenizer().encode_batch(&exp.sentences.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
             assert_eq!(ids, exp.input_ids, "{model}: token ids");

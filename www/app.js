@@ -12,7 +12,7 @@ let index = null;
 
 function setBackend() {
   $('backend').textContent = model ? `Backend: ${model.device === 'webgpu' ? 'WebGPU' : 'CPU'} · model dim ${model.dim} · index on ${index?.device ?? '—'}` : 'Backend: not loaded';
-  $('webgpu-notice').hidden = !!navigator.gpu && (!model || model.device === 'webgpu');
+  $('webgpu-notice').hidden = !model || model.device === 'webgpu';
 }
 
 async function loadModel(source, label) {

@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** The default model: the trained one once it ships, else the random test fixture. */
-export const DEFAULT_MODEL = ['models/st5-mini', 'tests/fixtures/st-enc-mean-relu'].map((d) => join(ROOT, d)).find((d) => existsSync(join(d, 'config.json')));
+/** The default model: st5-mini, the one `st5` has built in. */
+export const DEFAULT_MODEL = join(ROOT, 'models/st5-mini');
 
 const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.css': 'text/css', '.txt': 'text/plain; charset=utf-8', '.md': 'text/markdown; charset=utf-8', '.png': 'image/png' };
 

@@ -48,8 +48,13 @@ const failed = await runCases([
       }
       const lines = (await page.getByTestId('corpus-input').inputValue()).split('\n').length;
       const backend = await page.getByTestId('backend').textContent();
-      if (lines !== SAMPLE.length || !backend.includes('WebGPU')) throw new Error(`${lines} sample lines, ${backend}`);
-      return `${backend}; sample corpus of ${lines} lines preloaded`;
+      // 'auto' takes WebGPU on a hardware adapter only; here the adapter is SwiftShader's.
+      const software = await page.evaluate(async () => (await navigator.gpu?.requestAdapter())?.info.isFallbackAdapter ?? true);
+      const notice = await page.getByTestId('webgpu-notice').isVisible();
+      if (lines !== SAMPLE.length || !backend.includes(software ? 'CPU' : 'WebGPU') || notice !== software) {
+        throw new Error(`${lines} sample lines, ${backend}, software adapter ${software}, notice shown ${notice}`);
+      }
+      return `${backend}; software adapter: ${software}; sample corpus of ${lines} lines preloaded`;
     },
   ],
   [
@@ -60,16 +65,20 @@ const failed = await runCases([
       const { embedded } = await demo();
       if (embedded !== SAMPLE.length) throw new Error(`embedded ${embedded} texts`);
       const note = await status();
-      // The default model is a random test fixture until the trained one ships, so the query is
-      // a document's own text: it must come back first, with cosine 1.
+      // A document's own text comes back first, with cosine 1.
       const target = SAMPLE[1234];
       const hits = await search(target);
       const rank = hits.findIndex((h) => h.text === target);
       if (rank < 0 || rank > 2 || !(Math.abs(hits[0].score - 1) < 1e-4)) throw new Error(`"${target}" at rank ${rank}: ${JSON.stringify(hits)}`);
+      // The default model (st5-mini) searches by meaning: a query in other words finds captions
+      // of the same scene.
+      const query = 'someone riding the waves in the ocean';
+      const meant = await search(query);
+      if (!meant.slice(0, 3).every((h) => /surf/i.test(h.text))) throw new Error(`"${query}": ${JSON.stringify(meant.slice(0, 3))}`);
       const shot = join(mkdtempSync(join(tmpdir(), 'st5-demo-')), 'demo.png');
       await page.screenshot({ path: shot, fullPage: true });
       console.log(`screenshot: ${shot}`);
-      return `${note}; "${target}" ranked ${rank + 1} (score ${hits[0].score}); ${await page.getByTestId('query-time').textContent()}`;
+      return `${note}; "${target}" ranked ${rank + 1} (score ${hits[0].score}); "${query}" → ${meant.slice(0, 3).map((h) => `"${h.text}" ${h.score.toFixed(3)}`).join(', ')}; ${await page.getByTestId('query-time').textContent()}`;
     },
   ],
   [

@@ -111,11 +111,26 @@ const failed = await runCases([
   [
     'load_in_worker_matches_reference',
     async () => {
-      const r = await embedIn(page, { url: `/models/${ST}/`, texts: st.sentences, worker: true });
+      const r = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'webgpu' }, texts: st.sentences, worker: true });
       const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
       if (!(err <= TOL) || r.device !== 'webgpu' || r.dim !== 12) throw new Error(`max abs error ${err} on ${r.device}, dim ${r.dim}`);
       if (!r.events.some((e) => e.stage === 'download')) throw new Error('no progress from the worker');
       return `max abs error ${err.toExponential(2)} on ${r.device}`;
+    },
+  ],
+  [
+    'auto_takes_the_cpu_over_a_software_adapter',
+    async () => {
+      // SwiftShader (the adapter here) reports isFallbackAdapter; a hardware adapter would not.
+      const software = await page.evaluate(async () => (await navigator.gpu.requestAdapter()).info.isFallbackAdapter);
+      const want = software ? 'cpu' : 'webgpu';
+      const got = [];
+      for (const worker of [false, true]) {
+        const r = await embedIn(page, { url: `/models/${ST}/`, texts: st.sentences.slice(0, 2), worker });
+        got.push(r.device);
+      }
+      if (!got.every((d) => d === want)) throw new Error(`software adapter ${software}: auto chose ${got}`);
+      return `software adapter ${software}: auto chose ${got.join(' (page), ')} (worker)`;
     },
   ],
   [

@@ -3,6 +3,7 @@
 Run from the repository root (shared/ beside it):
     python3 -m venv /tmp/st5-ref && /tmp/st5-ref/bin/pip install -r tests/reference/requirements.txt
     /tmp/st5-ref/bin/python tests/reference/make_fixtures.py
+    /tmp/st5-ref/bin/python tests/reference/make_fixtures.py --shipped   # models/st5-mini only
 
 Every checkpoint is a small random T5 with the real 32,128-row vocabulary, so the real tokenizer
 (../shared/data/t5_tokenizer) drives it unchanged. Expected embeddings come from
@@ -162,8 +163,20 @@ def tokenizer_fixture():
     (OUT / "tokenizer_ids.json").write_text(json.dumps({"sentences": sentences, "ids": cases}, ensure_ascii=False))
 
 
+def shipped_model_fixture():
+    """The shipped default model, models/st5-mini, as sentence-transformers itself embeds it:
+    proves the directory the trainer wrote loads unchanged in Python and that Rust matches."""
+    st = SentenceTransformer(str(ROOT / "models" / "st5-mini"), device="cpu")
+    tok = st.tokenizer
+    emb = st.encode(SENTENCES, batch_size=4, convert_to_numpy=True)
+    write_expected(OUT / "st5-mini-expected.json", SENTENCES, st.max_seq_length, {"enc-mean": emb},
+                   ids_for(tok, SENTENCES, st.max_seq_length))
+
+
 def main():
     torch.set_num_threads(2)
+    if sys.argv[1:] == ["--shipped"]:
+        return shipped_model_fixture()
     OUT.mkdir(parents=True, exist_ok=True)
     tokenizer_fixture()
     base = dict(vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.0)

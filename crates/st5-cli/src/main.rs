@@ -10,12 +10,24 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use st5_core::{Backend, Embedder, Embeddings, LoadOptions, Variant};
+use st5_core::{Backend, Embedder, Embeddings, LoadOptions, MemoryFiles, Variant};
 
-/// The built-in default model. Until the trained default (`models/st5-mini`) lands, this is the
-/// small random sentence-transformers fixture the repository ships: it runs end to end, but its
-/// rankings carry no meaning.
-const DEFAULT_MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/st-enc-mean-relu");
+/// Compiles a model directory's files into the binary, keyed by relative path.
+macro_rules! embed_model {
+    ($dir:literal: $($rel:literal),* $(,)?) => {
+        &[$(($rel, include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../", $dir, "/", $rel)) as &[u8])),*]
+    };
+}
+
+/// The built-in default model, `models/st5-mini` (its README is the model card), compiled into
+/// the binary so that `st5` runs with no download and away from the checkout.
+const DEFAULT_MODEL: &[(&str, &[u8])] = embed_model!("models/st5-mini":
+    "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json",
+    "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
+    "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors", "3_Normalize/config.json",
+);
+/// How messages name the built-in model's files.
+const DEFAULT_LABEL: &str = "built-in st5-mini:";
 
 #[derive(Parser)]
 #[command(name = "st5", version, about = "Sentence-T5 embeddings and semantic search")]
@@ -113,7 +125,6 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
 
 impl ModelArgs {
     fn load(&self) -> Result<Embedder> {
-        let dir = self.model.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL));
         let device = self.device.device()?;
         let options = LoadOptions {
             variant: self.variant,
@@ -122,7 +133,13 @@ impl ModelArgs {
             batch_size: self.batch_size,
             max_buffer_bytes: None,
         };
-        let embedder = Embedder::load(&dir, &options, &device).with_context(|| format!("loading model {}", dir.display()))?;
+        let (embedder, name) = match &self.model {
+            Some(dir) => (Embedder::load(dir, &options, &device).with_context(|| format!("loading model {}", dir.display()))?, dir.display().to_string()),
+            None => {
+                let files = MemoryFiles { files: DEFAULT_MODEL.iter().map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect(), label: DEFAULT_LABEL.into() };
+                (Embedder::load_from(&files, &options, &device).context("loading the built-in model")?, "the built-in model".into())
+            }
+        };
         let unused = &embedder.report().unused;
         // A decoder and LM head are expected leftovers when an enc-* variant reads a full T5.
         let surprising: Vec<&String> = unused
@@ -130,7 +147,7 @@ impl ModelArgs {
             .filter(|n| embedder.variant().needs_decoder() || !(n.starts_with("decoder.") || n.starts_with("lm_head.")))
             .collect();
         if !surprising.is_empty() {
-            eprintln!("warning: {} unused tensor(s) in {}: {}", surprising.len(), dir.display(), join_some(&surprising, 8));
+            eprintln!("warning: {} unused tensor(s) in {name}: {}", surprising.len(), join_some(&surprising, 8));
         }
         Ok(embedder)
     }
