@@ -31,3 +31,6 @@ fi
 if ! wasm-bindgen-test-runner --version 2>/dev/null | grep -q "0.2.130"; then
   cargo install wasm-bindgen-cli --version 0.2.130
 fi
+
+# The shipped model's weights are committed in parts under 20 MiB.
+bash "$(dirname "$0")/model-parts.sh" join

@@ -8,6 +8,7 @@
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/model-parts.sh join   # models/st5-mini/model.safetensors, committed in parts
 cargo build --release --locked --bin st5 --bin trainer
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -22,10 +22,12 @@ macro_rules! embed_model {
 /// The built-in default model, `models/st5-mini` (its README is the model card), compiled into
 /// the binary so that `st5` runs with no download and away from the checkout.
 const DEFAULT_MODEL: &[(&str, &[u8])] = embed_model!("models/st5-mini":
-    "modules.json", "config.json", "model.safetensors", "sentence_bert_config.json",
+    "modules.json", "config.json", "sentence_bert_config.json",
     "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
     "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors", "3_Normalize/config.json",
 );
+/// `model.safetensors` as committed: in parts under 20 MiB (`scripts/model-parts.sh`), joined at load.
+const DEFAULT_WEIGHT_PARTS: &[(&str, &[u8])] = embed_model!("models/st5-mini": "model.safetensors.part0", "model.safetensors.part1");
 /// How messages name the built-in model's files.
 const DEFAULT_LABEL: &str = "built-in st5-mini:";
 
@@ -136,7 +138,9 @@ impl ModelArgs {
         let (embedder, name) = match &self.model {
             Some(dir) => (Embedder::load(dir, &options, &device).with_context(|| format!("loading model {}", dir.display()))?, dir.display().to_string()),
             None => {
-                let files = MemoryFiles { files: DEFAULT_MODEL.iter().map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect(), label: DEFAULT_LABEL.into() };
+                let mut files: std::collections::BTreeMap<String, Vec<u8>> = DEFAULT_MODEL.iter().map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
+                files.insert("model.safetensors".into(), DEFAULT_WEIGHT_PARTS.iter().flat_map(|(_, bytes)| bytes.iter().copied()).collect());
+                let files = MemoryFiles { files, label: DEFAULT_LABEL.into() };
                 (Embedder::load_from(&files, &options, &device).context("loading the built-in model")?, "the built-in model".into())
             }
         };

@@ -19,4 +19,5 @@ cargo build --release --locked --bin trainer --bin st5
 resume=""
 [ -f target/st5-mini-run/latest/trainer_state.json ] && resume="--resume"
 "${CARGO_TARGET_DIR:-target}/release/trainer" train --config trainer/recipes/st5-mini/st5-mini.toml $resume
+bash scripts/model-parts.sh split   # the weights are committed in parts under 20 MiB
 "${CARGO_TARGET_DIR:-target}/release/st5" eval --model models/st5-mini --tasks sts
