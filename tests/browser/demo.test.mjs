@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEMO_ROUTES } from '../../www/serve.mjs';
-import { ROOT, launch, open, runCases, serve } from './harness.mjs';
+import { ROOT, launch, open, runCases, serve, softwareAdapter } from './harness.mjs';
 
 const SAMPLE = readFileSync(join(ROOT, 'www/corpus/coco-captions.txt'), 'utf8').trim().split('\n');
 const server = await serve(DEMO_ROUTES);
@@ -49,7 +49,7 @@ const failed = await runCases([
       const lines = (await page.getByTestId('corpus-input').inputValue()).split('\n').length;
       const backend = await page.getByTestId('backend').textContent();
       // 'auto' takes WebGPU on a hardware adapter only; here the adapter is SwiftShader's.
-      const software = await page.evaluate(async () => (await navigator.gpu?.requestAdapter())?.info.isFallbackAdapter ?? true);
+      const software = await softwareAdapter(page);
       const notice = await page.getByTestId('webgpu-notice').isVisible();
       if (lines !== SAMPLE.length || !backend.includes(software ? 'CPU' : 'WebGPU') || notice !== software) {
         throw new Error(`${lines} sample lines, ${backend}, software adapter ${software}, notice shown ${notice}`);

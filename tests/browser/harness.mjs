@@ -97,3 +97,9 @@ export async function runCases(cases) {
   console.log(`\ntest result: ${failed ? 'FAILED' : 'ok'}. ${passed} passed; ${failed} failed; 0 ignored; 0 measured; ${cases.length - chosen.length} filtered out`);
   return failed;
 }
+
+/** True when the page's WebGPU adapter is a software one (SwiftShader here) or there is none:
+ * where the package's `device: 'auto'` takes the CPU. */
+export function softwareAdapter(page) {
+  return page.evaluate(async () => (await navigator.gpu?.requestAdapter())?.info.isFallbackAdapter ?? true);
+}

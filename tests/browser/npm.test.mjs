@@ -6,7 +6,7 @@
 //   node tests/browser/npm.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs both)
 
 import { join } from 'node:path';
-import { FIXTURES, expected, installPackage, launch, maxAbsDiff, open, runCases, serve, writeIndexPage } from './harness.mjs';
+import { FIXTURES, expected, installPackage, launch, maxAbsDiff, open, runCases, serve, softwareAdapter, writeIndexPage } from './harness.mjs';
 
 const TOL = 1e-4;
 const ST = 'st-enc-mean-relu';
@@ -121,8 +121,7 @@ const failed = await runCases([
   [
     'auto_takes_the_cpu_over_a_software_adapter',
     async () => {
-      // SwiftShader (the adapter here) reports isFallbackAdapter; a hardware adapter would not.
-      const software = await page.evaluate(async () => (await navigator.gpu.requestAdapter()).info.isFallbackAdapter);
+      const software = await softwareAdapter(page);
       const want = software ? 'cpu' : 'webgpu';
       const got = [];
       for (const worker of [false, true]) {
