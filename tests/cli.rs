@@ -14,7 +14,13 @@ fn st5_bin() -> PathBuf {
 }
 
 fn run(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(st5_bin()).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(st5_bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     child.stdin.take().unwrap().write_all(stdin).unwrap();
     child.wait_with_output().unwrap()
 }
@@ -29,7 +35,12 @@ fn scratch(name: &str) -> PathBuf {
 fn line_sentences(model: &str) -> (Vec<String>, Vec<Vec<f32>>) {
     let exp = expected(model);
     let rows = &exp.embeddings[0].1;
-    exp.sentences.iter().zip(rows).filter(|(s, _)| !s.contains('\n') && !s.contains('\r')).map(|(s, r)| (s.clone(), r.clone())).unzip()
+    exp.sentences
+        .iter()
+        .zip(rows)
+        .filter(|(s, _)| !s.contains('\n') && !s.contains('\r'))
+        .map(|(s, r)| (s.clone(), r.clone()))
+        .unzip()
 }
 
 fn check_embed(device: &str, tol: f32) {
@@ -39,13 +50,29 @@ fn check_embed(device: &str, tol: f32) {
     std::fs::write(&input, sentences.join("\n") + "\n").unwrap();
     let out = scratch(&format!("out-{device}.npy"));
     let o = run(
-        &["embed", "--model", model.to_str().unwrap(), "--device", device, "--batch-size", "3", "--input", input.to_str().unwrap(), "--output", out.to_str().unwrap()],
+        &[
+            "embed",
+            "--model",
+            model.to_str().unwrap(),
+            "--device",
+            device,
+            "--batch-size",
+            "3",
+            "--input",
+            input.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ],
         b"",
     );
     assert!(o.status.success(), "st5 embed failed: {}", String::from_utf8_lossy(&o.stderr));
     let (data, rows, cols) = st5_core::npy::read_f32(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!((rows, cols), (want.len(), want[0].len()));
-    let err = want.iter().enumerate().map(|(i, w)| max_abs_diff(&data[i * cols..(i + 1) * cols], w)).fold(0.0, f32::max);
+    let err = want
+        .iter()
+        .enumerate()
+        .map(|(i, w)| max_abs_diff(&data[i * cols..(i + 1) * cols], w))
+        .fold(0.0, f32::max);
     println!("st5 embed --device {device}: max abs error {err:.2e}");
     assert!(err <= tol, "st5 embed on {device}: max abs error {err:e} > {tol:e}");
 }
@@ -65,9 +92,16 @@ fn embed_reproduces_reference_on_wgpu() {
 #[test]
 fn embed_stdin_to_jsonl_keeps_order_and_empty_lines() {
     let model = fixture("st-enc-mean-relu");
-    let o = run(&["embed", "--model", model.to_str().unwrap()], "Short.\n\nA man is playing a guitar.\n".as_bytes());
+    let o = run(
+        &["embed", "--model", model.to_str().unwrap()],
+        "Short.\n\nA man is playing a guitar.\n".as_bytes(),
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let rows: Vec<Vec<f32>> = String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<Vec<f32>> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rows.len(), 3);
     let exp = expected("st-enc-mean-relu");
     let want = |s: &str| &exp.embeddings[0].1[exp.sentences.iter().position(|x| x == s).unwrap()];
@@ -79,9 +113,25 @@ fn embed_stdin_to_jsonl_keeps_order_and_empty_lines() {
 #[test]
 fn search_ranks_an_exact_match_first() {
     let corpus = scratch("corpus.txt");
-    std::fs::write(&corpus, "A man is playing a guitar.\nWhat is the capital of France?\nShort.\nPrices rose 3.5%.\n").unwrap();
+    std::fs::write(
+        &corpus,
+        "A man is playing a guitar.\nWhat is the capital of France?\nShort.\nPrices rose 3.5%.\n",
+    )
+    .unwrap();
     let model = fixture("st-enc-mean-relu");
-    let o = run(&["search", "--model", model.to_str().unwrap(), "--corpus", corpus.to_str().unwrap(), "-k", "3", "What is the capital of France?"], b"");
+    let o = run(
+        &[
+            "search",
+            "--model",
+            model.to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "-k",
+            "3",
+            "What is the capital of France?",
+        ],
+        b"",
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8(o.stdout).unwrap();
     let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split('\t').collect()).collect();
@@ -112,7 +162,10 @@ fn built_in_model_finds_paraphrases_in_the_sample_corpus() {
     let cases = [
         ("Someone is strumming a guitar.", "A man is playing a guitar."),
         ("Kids play soccer outside.", "Children are playing football in the park."),
-        ("The forecast says it will pour tomorrow.", "Heavy rain is expected across the north tomorrow."),
+        (
+            "The forecast says it will pour tomorrow.",
+            "Heavy rain is expected across the north tomorrow.",
+        ),
         ("A kitten is napping by the window.", "The cat sleeps on the warm windowsill."),
         ("Shares dropped after the news.", "Stock markets fell sharply after the announcement."),
         ("Someone is chopping vegetables.", "A woman is slicing an onion in the kitchen."),
@@ -121,7 +174,11 @@ fn built_in_model_finds_paraphrases_in_the_sample_corpus() {
         let o = run(&["search", "--corpus", corpus.to_str().unwrap(), "-k", "3", query], b"");
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let out = String::from_utf8(o.stdout).unwrap();
-        assert_eq!(out.lines().next().and_then(|l| l.split('\t').nth(2)), Some(want), "{query}:\n{out}");
+        assert_eq!(
+            out.lines().next().and_then(|l| l.split('\t').nth(2)),
+            Some(want),
+            "{query}:\n{out}"
+        );
     }
 }
 
@@ -136,7 +193,11 @@ fn bad_input_exits_non_zero_naming_the_culprit() {
     // Invalid UTF-8 on stdin.
     let o = run(&["embed", "--model", m], b"fine\n\xff\xfe broken\n");
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("line 2"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("line 2"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Truncated weights.
     let dir = scratch_copy("st-enc-mean-relu", "cli-truncated");
     let st = dir.join("model.safetensors");
@@ -148,7 +209,10 @@ fn bad_input_exits_non_zero_naming_the_culprit() {
     // A failed run leaves an existing output file untouched.
     let out = scratch("keep.npy");
     std::fs::write(&out, b"precious").unwrap();
-    let o = run(&["embed", "--model", dir.to_str().unwrap(), "--output", out.to_str().unwrap()], b"hi\n");
+    let o = run(
+        &["embed", "--model", dir.to_str().unwrap(), "--output", out.to_str().unwrap()],
+        b"hi\n",
+    );
     assert!(!o.status.success());
     assert_eq!(std::fs::read(&out).unwrap(), b"precious");
     let _ = std::fs::remove_dir_all(dir);

@@ -28,7 +28,8 @@ pub fn tokenizer_json() -> PathBuf {
 }
 
 /// The model fixtures written by `tests/reference/make_fixtures.py`.
-pub const MODELS: [&str; 4] = ["st-enc-mean-relu", "st-enc-first-gated-f16", "hf-t5-gated-bf16-sharded", "hf-t5-relu-f16"];
+pub const MODELS: [&str; 4] =
+    ["st-enc-mean-relu", "st-enc-first-gated-f16", "hf-t5-gated-bf16-sharded", "hf-t5-relu-f16"];
 
 /// `expected.json`: the sentences, their token ids and the reference embeddings per variant.
 pub struct Expected {
@@ -50,15 +51,31 @@ pub fn expected(model: &str) -> Expected {
 /// An `expected.json`-shaped file anywhere (`st5-mini-expected.json` for the shipped model).
 pub fn expected_file(path: &Path) -> Expected {
     let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let strings = |v: &Value| v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let strings = |v: &Value| {
+        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
     let matrix = |v: &Value| -> Vec<Vec<f32>> {
-        v.as_array().unwrap().iter().map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()).collect()
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect())
+            .collect()
     };
     Expected {
         sentences: strings(&v["sentences"]),
         max_seq_length: v["max_seq_length"].as_u64().unwrap() as usize,
-        input_ids: v["input_ids"].as_array().unwrap().iter().map(|r| r.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()).collect(),
-        embeddings: v["embeddings"].as_object().unwrap().iter().map(|(k, m)| (k.clone(), matrix(m))).collect(),
+        input_ids: v["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect())
+            .collect(),
+        embeddings: v["embeddings"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, m)| (k.clone(), matrix(m)))
+            .collect(),
     }
 }
 
@@ -69,7 +86,9 @@ pub fn wgpu_device() -> Option<Device> {
         eprintln!("ST5_SKIP_WGPU=1: skipping wgpu");
         return None;
     }
-    Some(Backend::Wgpu.device().unwrap_or_else(|e| panic!("{e}; install a Vulkan driver (mesa-vulkan-drivers) or set ST5_SKIP_WGPU=1")))
+    Some(Backend::Wgpu.device().unwrap_or_else(|e| {
+        panic!("{e}; install a Vulkan driver (mesa-vulkan-drivers) or set ST5_SKIP_WGPU=1")
+    }))
 }
 
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -109,7 +128,15 @@ fn copy_dir(src: &Path, dst: &Path) {
 pub fn workspace_bin(name: &str) -> PathBuf {
     // target/<profile>/deps/<test>-<hash> → target/<profile>/<name>
     let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(|d| d.parent()).unwrap().join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.is_file(), "{} not found: run `cargo build --release --bin {name}` before the tests", bin.display());
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} not found: run `cargo build --release --bin {name}` before the tests",
+        bin.display()
+    );
     bin
 }

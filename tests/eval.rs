@@ -32,16 +32,32 @@ fn spearman_with_ties_matches_scipy() {
 #[test]
 fn logistic_regression_matches_scikit_learn() {
     for p in json("logreg.json").as_array().unwrap() {
-        let (classes, c, d) = (p["classes"].as_u64().unwrap() as usize, p["c"].as_f64().unwrap(), p["d"].as_u64().unwrap() as usize);
+        let (classes, c, d) = (
+            p["classes"].as_u64().unwrap() as usize,
+            p["c"].as_f64().unwrap(),
+            p["d"].as_u64().unwrap() as usize,
+        );
         let xtr: Vec<f32> = floats(&p["x_train"]).into_iter().map(|v| v as f32).collect();
         let xte: Vec<f32> = floats(&p["x_test"]).into_iter().map(|v| v as f32).collect();
         let (ytr, yte, want) = (ints(&p["y_train"]), ints(&p["y_test"]), ints(&p["predictions"]));
-        let model = LogReg::fit(&Dataset { x: &xtr, d, y: &ytr, classes }, c, Solver { max_iter: 2000, tol: 1e-9 }, None);
+        let model = LogReg::fit(
+            &Dataset { x: &xtr, d, y: &ytr, classes },
+            c,
+            Solver { max_iter: 2000, tol: 1e-9 },
+            None,
+        );
         let pred = model.predict(&xte);
         let acc = accuracy(&pred, &yte);
         let agree = accuracy(&pred, &want);
-        println!("{classes} classes, C={c}: accuracy {acc} (sklearn {}), agreement {agree}", p["accuracy"]);
-        assert_eq!(acc, p["accuracy"].as_f64().unwrap(), "{classes} classes: accuracy differs from scikit-learn");
+        println!(
+            "{classes} classes, C={c}: accuracy {acc} (sklearn {}), agreement {agree}",
+            p["accuracy"]
+        );
+        assert_eq!(
+            acc,
+            p["accuracy"].as_f64().unwrap(),
+            "{classes} classes: accuracy differs from scikit-learn"
+        );
         assert!(agree >= 0.995, "{classes} classes: predictions agree on only {agree}");
     }
 }
@@ -56,22 +72,68 @@ fn parsers_read_every_file_with_sources_md_counts() {
         assert_eq!(got, want, "{year}");
         assert_eq!(sk, skipped, "{year} skipped");
     };
-    sts("sts12", &[("MSRpar", 750), ("MSRvid", 750), ("SMTeuroparl", 459), ("surprise.OnWN", 750), ("surprise.SMTnews", 399)], &[]);
+    sts(
+        "sts12",
+        &[
+            ("MSRpar", 750),
+            ("MSRvid", 750),
+            ("SMTeuroparl", 459),
+            ("surprise.OnWN", 750),
+            ("surprise.SMTnews", 399),
+        ],
+        &[],
+    );
     sts("sts13", &[("FNWN", 189), ("OnWN", 561), ("headlines", 750)], &["SMT"]);
-    sts("sts14", &[("OnWN", 750), ("deft-forum", 450), ("deft-news", 300), ("headlines", 750), ("images", 750), ("tweet-news", 750)], &[]);
-    sts("sts15", &[("answers-forums", 375), ("answers-students", 750), ("belief", 375), ("headlines", 750), ("images", 750)], &[]);
-    sts("sts16", &[("answer-answer", 254), ("headlines", 249), ("plagiarism", 230), ("postediting", 244), ("question-question", 209)], &[]);
+    sts(
+        "sts14",
+        &[
+            ("OnWN", 750),
+            ("deft-forum", 450),
+            ("deft-news", 300),
+            ("headlines", 750),
+            ("images", 750),
+            ("tweet-news", 750),
+        ],
+        &[],
+    );
+    sts(
+        "sts15",
+        &[
+            ("answers-forums", 375),
+            ("answers-students", 750),
+            ("belief", 375),
+            ("headlines", 750),
+            ("images", 750),
+        ],
+        &[],
+    );
+    sts(
+        "sts16",
+        &[
+            ("answer-answer", 254),
+            ("headlines", 249),
+            ("plagiarism", 230),
+            ("postediting", 244),
+            ("question-question", 209),
+        ],
+        &[],
+    );
     for (f, n) in [("sts-train.csv", 5749), ("sts-dev.csv", 1500), ("sts-test.csv", 1379)] {
         assert_eq!(data::sts_benchmark(&d.join("stsbenchmark").join(f)).unwrap().len(), n, "{f}");
     }
-    for (f, n) in [("SICK_train.txt", 4500), ("SICK_trial.txt", 500), ("SICK_test_annotated.txt", 4927)] {
+    for (f, n) in
+        [("SICK_train.txt", 4500), ("SICK_trial.txt", 500), ("SICK_test_annotated.txt", 4927)]
+    {
         assert_eq!(data::sick(&d.join("sick").join(f)).unwrap().len(), n, "{f}");
     }
     let binary = |dir: &str, pos: &str, neg: &str, np: usize, nn: usize| {
         let items = data::binary_files(&d.join(dir).join(pos), &d.join(dir).join(neg)).unwrap();
         let p = items.iter().filter(|i| i.label == 1).count();
         assert_eq!((p, items.len() - p), (np, nn), "{dir}");
-        assert!(items.iter().all(|i| !i.text.contains('\u{fffd}')), "{dir}: replacement characters (bad decoding)");
+        assert!(
+            items.iter().all(|i| !i.text.contains('\u{fffd}')),
+            "{dir}: replacement characters (bad decoding)"
+        );
     };
     binary("mr", "rt-polarity.pos", "rt-polarity.neg", 5331, 5331);
     binary("subj", "subj.subjective", "subj.objective", 5000, 5000);
@@ -97,14 +159,22 @@ fn st5_eval_end_to_end_on_a_fixture_model() {
     assert!(bin.is_file(), "run `cargo build --release --bin st5` first");
     let out = std::env::temp_dir().join(format!("st5-eval-{}.json", std::process::id()));
     let o = std::process::Command::new(bin)
-        .args(["eval", "--model", fixture("st-enc-mean-relu").to_str().unwrap(), "--data", shared_data().to_str().unwrap()])
+        .args([
+            "eval",
+            "--model",
+            fixture("st-enc-mean-relu").to_str().unwrap(),
+            "--data",
+            shared_data().to_str().unwrap(),
+        ])
         .args(["--tasks", "sts,transfer,sentglue,geometry", "--json", out.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(o.status.success(), "st5 eval failed: {}", String::from_utf8_lossy(&o.stderr));
     let table = String::from_utf8(o.stdout).unwrap();
     println!("{table}");
-    for needle in ["STS12", "SICKR", "Avg7", "MRPC", "TREC", "GLUE-SST2", "skipped glue-cola", "alignment"] {
+    for needle in
+        ["STS12", "SICKR", "Avg7", "MRPC", "TREC", "GLUE-SST2", "skipped glue-cola", "alignment"]
+    {
         assert!(table.contains(needle), "table lacks {needle}:\n{table}");
     }
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -137,12 +207,16 @@ fn each_text_is_embedded_once_per_run() {
         assert_eq!(distinct.len(), texts.len(), "duplicate texts sent to the embedder");
         seen = texts.len();
         // A deterministic stand-in embedding: text length and byte sums.
-        let v = texts.iter().flat_map(|t| [t.len() as f32, t.bytes().map(f32::from).sum::<f32>() % 97.0 + 1.0, 1.0]).collect();
+        let v = texts
+            .iter()
+            .flat_map(|t| [t.len() as f32, t.bytes().map(f32::from).sum::<f32>() % 97.0 + 1.0, 1.0])
+            .collect();
         Ok((v, 3))
     })
     .unwrap();
     let pairs = data::sts_benchmark(&shared_data().join("stsbenchmark/sts-test.csv")).unwrap();
-    let distinct: std::collections::HashSet<&String> = pairs.iter().flat_map(|p| [&p.a, &p.b]).collect();
+    let distinct: std::collections::HashSet<&String> =
+        pairs.iter().flat_map(|p| [&p.a, &p.b]).collect();
     assert_eq!((calls, seen, report.texts_embedded), (1, distinct.len(), distinct.len()));
     assert_eq!(report.sts.len(), 1);
 }

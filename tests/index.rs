@@ -3,8 +3,8 @@
 //! Components are small multiples of 1/4, so every dot product is exact in f32 on both
 //! devices: any id difference is a selection bug, not rounding.
 
-use st5_core::rng::Rng;
 use st5_core::index::brute_force;
+use st5_core::rng::Rng;
 use st5_core::{Backend, Device, Hit, VectorIndex};
 use st5_tests::wgpu_device;
 
@@ -13,7 +13,14 @@ fn quarter(rng: &mut Rng) -> f32 {
     (rng.next_u64() % 5) as f32 / 4.0 - 0.5
 }
 
-fn search(device: &Device, vectors: &[f32], dim: usize, shard_rows: usize, queries: &[f32], k: usize) -> Vec<Vec<Hit>> {
+fn search(
+    device: &Device,
+    vectors: &[f32],
+    dim: usize,
+    shard_rows: usize,
+    queries: &[f32],
+    k: usize,
+) -> Vec<Vec<Hit>> {
     let mut index = VectorIndex::new(dim, device, None).unwrap().with_shard_rows(shard_rows);
     // Added in uneven parts, so that shards are filled across calls.
     let (a, b) = vectors.split_at((vectors.len() / dim / 3) * dim);
@@ -32,12 +39,15 @@ fn gpu_and_cpu_top_k_agree_with_a_sort() {
     // Exact duplicates: rows 10..20 repeat rows 0..10, so every query meets ties.
     let (head, tail) = vectors.split_at_mut(10 * dim);
     tail[..10 * dim].copy_from_slice(head);
-    let queries: Vec<f32> = (0..3 * dim).map(|_| quarter(&mut rng)).chain(vectors[..dim].iter().copied()).collect();
+    let queries: Vec<f32> =
+        (0..3 * dim).map(|_| quarter(&mut rng)).chain(vectors[..dim].iter().copied()).collect();
     let cpu = Backend::Cpu.device().unwrap();
     let gpu = wgpu_device();
     // (rows per shard, k): one shard, several, a partial last shard, k = 1, k > n; shards of
     // more than k blocks (256 rows) take the block-max path, smaller ones are read whole.
-    for (shard_rows, k) in [(n, 1), (n, 3), (1000, 2), (n, 10), (400, 10), (256, 1), (700, n + 50), (1000, 64)] {
+    for (shard_rows, k) in
+        [(n, 1), (n, 3), (1000, 2), (n, 10), (400, 10), (256, 1), (700, n + 50), (1000, 64)]
+    {
         let on_cpu = search(&cpu, &vectors, dim, shard_rows, &queries, k);
         for (qi, query) in queries.chunks(dim).enumerate() {
             let want = brute_force(&vectors, dim, query, k);
@@ -48,14 +58,28 @@ fn gpu_and_cpu_top_k_agree_with_a_sort() {
         if let Some(gpu) = &gpu {
             let on_gpu = search(gpu, &vectors, dim, shard_rows, &queries, k);
             // One query at a time takes the GPU's matrix-vector path.
-            let alone: Vec<Vec<Hit>> = queries.chunks(dim).map(|q| search(gpu, &vectors, dim, shard_rows, q, k).remove(0)).collect();
+            let alone: Vec<Vec<Hit>> = queries
+                .chunks(dim)
+                .map(|q| search(gpu, &vectors, dim, shard_rows, q, k).remove(0))
+                .collect();
             for (qi, hits) in alone.iter().enumerate() {
-                assert_eq!(hits, &on_cpu[qi], "gpu single query vs cpu, shard {shard_rows}, k {k}, query {qi}");
+                assert_eq!(
+                    hits, &on_cpu[qi],
+                    "gpu single query vs cpu, shard {shard_rows}, k {k}, query {qi}"
+                );
             }
             for qi in 0..queries.len() / dim {
                 let ids = |h: &[Hit]| h.iter().map(|h| h.id).collect::<Vec<_>>();
-                assert_eq!(ids(&on_gpu[qi]), ids(&on_cpu[qi]), "gpu vs cpu ids, shard {shard_rows}, k {k}, query {qi}");
-                let err = on_gpu[qi].iter().zip(&on_cpu[qi]).map(|(a, b)| (a.score - b.score).abs()).fold(0.0, f32::max);
+                assert_eq!(
+                    ids(&on_gpu[qi]),
+                    ids(&on_cpu[qi]),
+                    "gpu vs cpu ids, shard {shard_rows}, k {k}, query {qi}"
+                );
+                let err = on_gpu[qi]
+                    .iter()
+                    .zip(&on_cpu[qi])
+                    .map(|(a, b)| (a.score - b.score).abs())
+                    .fold(0.0, f32::max);
                 assert!(err <= 1e-5, "gpu vs cpu scores differ by {err:e}");
             }
         }

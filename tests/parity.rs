@@ -23,15 +23,18 @@ fn dir_options(dir: &std::path::Path, variant: Option<Variant>, batch_size: usiz
 
 #[test]
 fn tokenizer_ids_equal_transformers() {
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(fixture("tokenizer_ids.json")).unwrap()).unwrap();
-    let sentences: Vec<&str> = v["sentences"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("tokenizer_ids.json")).unwrap()).unwrap();
+    let sentences: Vec<&str> =
+        v["sentences"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
     let cases = v["ids"].as_object().unwrap();
     assert_eq!(cases.len(), 3);
     for (max_len, ids) in cases {
         let tok = T5Tokenizer::from_file(&tokenizer_json(), max_len.parse().unwrap()).unwrap();
         let got = tok.encode_batch(&sentences).unwrap();
         for (i, (g, want)) in got.iter().zip(ids.as_array().unwrap()).enumerate() {
-            let want: Vec<u32> = want.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
+            let want: Vec<u32> =
+                want.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect();
             assert_eq!(g, &want, "max_len {max_len}, sentence {i}: {:?}", sentences[i]);
         }
     }
@@ -40,19 +43,35 @@ fn tokenizer_ids_equal_transformers() {
 /// Every fixture and variant, and the shipped default model, against the reference on one
 /// device; returns the worst error.
 fn check_parity(device: &Device, label: &str) -> f32 {
-    let mut cases: Vec<_> = MODELS.iter().map(|m| (m.to_string(), fixture(m), expected(m))).collect();
-    cases.push(("models/st5-mini".into(), shipped_model(), expected_file(&fixture("st5-mini-expected.json"))));
+    let mut cases: Vec<_> =
+        MODELS.iter().map(|m| (m.to_string(), fixture(m), expected(m))).collect();
+    cases.push((
+        "models/st5-mini".into(),
+        shipped_model(),
+        expected_file(&fixture("st5-mini-expected.json")),
+    ));
     let mut worst = 0.0f32;
     for (model, dir, exp) in cases {
         for (variant, want) in &exp.embeddings {
             let variant: Variant = variant.parse().unwrap();
             let e = Embedder::load(&dir, &dir_options(&dir, Some(variant), 4), device).unwrap();
             assert_eq!(e.tokenizer().max_len(), exp.max_seq_length, "{model}: max_seq_length");
-            let ids = e.tokenizer().encode_batch(&exp.sentences.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
+            let ids = e
+                .tokenizer()
+                .encode_batch(&exp.sentences.iter().map(String::as_str).collect::<Vec<_>>())
+                .unwrap();
             assert_eq!(ids, exp.input_ids, "{model}: token ids");
             let got = e.embed(&exp.sentences).unwrap();
-            assert_eq!((got.len(), got.dim), (want.len(), want[0].len()), "{model} {variant}: shape");
-            let err = want.iter().enumerate().map(|(i, w)| max_abs_diff(got.row(i), w)).fold(0.0, f32::max);
+            assert_eq!(
+                (got.len(), got.dim),
+                (want.len(), want[0].len()),
+                "{model} {variant}: shape"
+            );
+            let err = want
+                .iter()
+                .enumerate()
+                .map(|(i, w)| max_abs_diff(got.row(i), w))
+                .fold(0.0, f32::max);
             println!("parity {label} {model} {variant}: max abs error {err:.2e}");
             assert!(err <= TOL, "{model} {variant} on {label}: max abs error {err:e} > {TOL:e}");
             worst = worst.max(err);
@@ -79,13 +98,17 @@ fn check_batch_invariance(device: &Device, label: &str) {
         let exp = expected(model);
         for (variant, _) in &exp.embeddings {
             let variant: Variant = variant.parse().unwrap();
-            let mut e = Embedder::load(&fixture(model), &options(model, Some(variant), 64), device).unwrap();
+            let mut e = Embedder::load(&fixture(model), &options(model, Some(variant), 64), device)
+                .unwrap();
             let batched = e.embed(&exp.sentences).unwrap();
             e.set_batch_size(1);
             for (i, s) in exp.sentences.iter().enumerate() {
                 let alone = e.embed(&[s]).unwrap();
                 let err = max_abs_diff(alone.row(0), batched.row(i));
-                assert!(err <= TOL, "{model} {variant} on {label}, sentence {i}: alone vs batched differ by {err:e}");
+                assert!(
+                    err <= TOL,
+                    "{model} {variant} on {label}, sentence {i}: alone vs batched differ by {err:e}"
+                );
             }
         }
     }
@@ -110,13 +133,24 @@ fn buffer_limit_splits_batches_and_names_what_cannot_fit() {
     let device = Backend::Cpu.device().unwrap();
     let model = "st-enc-mean-relu";
     // Long texts (max length raised to 512) so that activations, not weights, hit the limit.
-    let mut texts: Vec<String> = [300, 260, 200, 150, 90, 40].iter().map(|&n| "word ".repeat(n)).collect();
+    let mut texts: Vec<String> =
+        [300, 260, 200, 150, 90, 40].iter().map(|&n| "word ".repeat(n)).collect();
     texts.extend(expected(model).sentences);
-    let opts = |limit| LoadOptions { max_seq_length: Some(512), max_buffer_bytes: limit, ..options(model, None, 64) };
+    let opts = |limit| LoadOptions {
+        max_seq_length: Some(512),
+        max_buffer_bytes: limit,
+        ..options(model, None, 64)
+    };
     let free = Embedder::load(&fixture(model), &opts(None), &device).unwrap();
     let want = free.embed(&texts).unwrap();
     let cfg = free.layout().config.clone();
-    let lens: Vec<usize> = free.tokenizer().encode_batch(&texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap().iter().map(Vec::len).collect();
+    let lens: Vec<usize> = free
+        .tokenizer()
+        .encode_batch(&texts.iter().map(String::as_str).collect::<Vec<_>>())
+        .unwrap()
+        .iter()
+        .map(Vec::len)
+        .collect();
     // Room for exactly two texts of the longest length per buffer.
     let limit = 2 * cfg.activation_bytes_per_text(lens[0]);
     assert!(limit >= cfg.largest_weight().1, "the weights must fit for this test");
@@ -132,7 +166,10 @@ fn buffer_limit_splits_batches_and_names_what_cannot_fit() {
     let err = (0..texts.len()).map(|i| max_abs_diff(got.row(i), want.row(i))).fold(0.0, f32::max);
     assert!(err <= TOL, "split batches changed embeddings by {err:e}");
 
-    let msg = Embedder::load(&fixture(model), &opts(Some(1024)), &device).err().expect("weights over the limit").to_string();
+    let msg = Embedder::load(&fixture(model), &opts(Some(1024)), &device)
+        .err()
+        .expect("weights over the limit")
+        .to_string();
     assert!(msg.contains("shared.weight") && msg.contains("1024"), "{msg}");
     let e = Embedder::load(&fixture(model), &opts(Some(cfg.largest_weight().1)), &device).unwrap();
     match e.embed(&["short", texts[0].as_str()]) {
@@ -143,7 +180,12 @@ fn buffer_limit_splits_batches_and_names_what_cannot_fit() {
 
 #[test]
 fn empty_input_gives_empty_output() {
-    let e = Embedder::load(&fixture("st-enc-mean-relu"), &LoadOptions::default(), &Backend::Cpu.device().unwrap()).unwrap();
+    let e = Embedder::load(
+        &fixture("st-enc-mean-relu"),
+        &LoadOptions::default(),
+        &Backend::Cpu.device().unwrap(),
+    )
+    .unwrap();
     let out = e.embed::<&str>(&[]).unwrap();
     assert_eq!((out.len(), out.dim), (0, 12));
 }
@@ -169,7 +211,10 @@ fn broken_directories_give_errors_naming_the_culprit() {
     let bytes = std::fs::read(&st).unwrap();
     std::fs::write(&st, &bytes[..bytes.len() / 2]).unwrap();
     let err = load_err(&dir, &tok);
-    assert!(matches!(err, Error::Safetensors { .. }) && err.to_string().contains("model.safetensors"), "{err}");
+    assert!(
+        matches!(err, Error::Safetensors { .. }) && err.to_string().contains("model.safetensors"),
+        "{err}"
+    );
 
     // A config that disagrees with the weights: every mis-shaped tensor is named.
     let dir = scratch_copy("st-enc-mean-relu", "shape");
@@ -177,24 +222,38 @@ fn broken_directories_give_errors_naming_the_culprit() {
     let text = std::fs::read_to_string(&cfg).unwrap().replace("\"d_ff\": 40", "\"d_ff\": 41");
     std::fs::write(&cfg, text).unwrap();
     let msg = load_err(&dir, &tok).to_string();
-    assert!(msg.contains("encoder.block.0.layer.1.DenseReluDense.wi.weight") && msg.contains("[41, 8]"), "{msg}");
+    assert!(
+        msg.contains("encoder.block.0.layer.1.DenseReluDense.wi.weight") && msg.contains("[41, 8]"),
+        "{msg}"
+    );
     assert!(msg.contains("encoder.block.1.layer.1.DenseReluDense.wo.weight"), "{msg}");
 
     // Missing tensors are named, all of them.
     let dir = scratch_copy("st-enc-mean-relu", "layers");
     let cfg = dir.join("config.json");
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("\"num_layers\": 2", "\"num_layers\": 3");
+    let text =
+        std::fs::read_to_string(&cfg).unwrap().replace("\"num_layers\": 2", "\"num_layers\": 3");
     std::fs::write(&cfg, text).unwrap();
     let msg = load_err(&dir, &tok).to_string();
-    assert!(msg.contains("missing tensor `encoder.block.2.layer.0.SelfAttention.q.weight`"), "{msg}");
+    assert!(
+        msg.contains("missing tensor `encoder.block.2.layer.0.SelfAttention.q.weight`"),
+        "{msg}"
+    );
 
     // An unsupported config value names the file and the key.
     let dir = scratch_copy("st-enc-mean-relu", "ffproj");
     let cfg = dir.join("config.json");
-    let text = std::fs::read_to_string(&cfg).unwrap().replace("\"feed_forward_proj\": \"relu\"", "\"feed_forward_proj\": \"gated-tanh\"");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("\"feed_forward_proj\": \"relu\"", "\"feed_forward_proj\": \"gated-tanh\"");
     std::fs::write(&cfg, text).unwrap();
     let err = load_err(&dir, &tok);
-    assert!(matches!(err, Error::Config { .. }) && err.to_string().contains("config.json") && err.to_string().contains("feed_forward_proj"), "{err}");
+    assert!(
+        matches!(err, Error::Config { .. })
+            && err.to_string().contains("config.json")
+            && err.to_string().contains("feed_forward_proj"),
+        "{err}"
+    );
 
     // No config.json at all.
     let dir = scratch_copy("st-enc-mean-relu", "noconfig");
@@ -203,7 +262,8 @@ fn broken_directories_give_errors_naming_the_culprit() {
 
     // A Dense stored only as a PyTorch pickle: refused by name.
     let dir = scratch_copy("st-enc-mean-relu", "densebin");
-    std::fs::rename(dir.join("2_Dense/model.safetensors"), dir.join("2_Dense/pytorch_model.bin")).unwrap();
+    std::fs::rename(dir.join("2_Dense/model.safetensors"), dir.join("2_Dense/pytorch_model.bin"))
+        .unwrap();
     let msg = load_err(&dir, &tok).to_string();
     assert!(msg.contains("2_Dense/pytorch_model.bin") && msg.contains("safetensors"), "{msg}");
 
@@ -217,24 +277,39 @@ fn broken_directories_give_errors_naming_the_culprit() {
     assert!(msg.contains("tokenizer.json"), "{msg}");
 
     for tag in ["truncated", "shape", "layers", "ffproj", "noconfig", "densebin"] {
-        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("st5-test-{tag}-{}", std::process::id())));
+        let _ = std::fs::remove_dir_all(
+            std::env::temp_dir().join(format!("st5-test-{tag}-{}", std::process::id())),
+        );
     }
 }
 
 #[test]
 fn unused_tensors_are_reported_by_name() {
     let device = Backend::Cpu.device().unwrap();
-    let opts = |v| LoadOptions { variant: Some(v), tokenizer: Some(tokenizer_json()), ..LoadOptions::default() };
+    let opts = |v| LoadOptions {
+        variant: Some(v),
+        tokenizer: Some(tokenizer_json()),
+        ..LoadOptions::default()
+    };
     // enc-mean on a full, untied T5: the decoder (its own embed_tokens included) and the LM head
     // are left over; the encoder's tensors and the `shared` alias are not.
-    let e = Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncMean), &device).unwrap();
+    let e = Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncMean), &device)
+        .unwrap();
     let unused = &e.report().unused;
     assert!(unused.iter().any(|n| n == "lm_head.weight"), "{unused:?}");
-    assert!(unused.iter().any(|n| n == "decoder.block.2.layer.2.DenseReluDense.wo.weight"), "{unused:?}");
+    assert!(
+        unused.iter().any(|n| n == "decoder.block.2.layer.2.DenseReluDense.wo.weight"),
+        "{unused:?}"
+    );
     assert!(unused.iter().any(|n| n == "decoder.embed_tokens.weight"), "{unused:?}");
-    assert!(!unused.iter().any(|n| n == "shared.weight" || n.starts_with("encoder.")), "{unused:?}");
+    assert!(
+        !unused.iter().any(|n| n == "shared.weight" || n.starts_with("encoder.")),
+        "{unused:?}"
+    );
     // encdec-first uses everything but the LM head.
-    let e = Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncDecFirst), &device).unwrap();
+    let e =
+        Embedder::load(&fixture("hf-t5-gated-bf16-sharded"), &opts(Variant::EncDecFirst), &device)
+            .unwrap();
     assert_eq!(e.report().unused, vec!["lm_head.weight".to_string()]);
 }
 
@@ -247,11 +322,21 @@ fn legacy_sentence_transformers_layout_loads_the_same() {
     let dir = scratch_copy("st-enc-mean-relu", "legacy");
     let t = dir.join("0_Transformer");
     std::fs::create_dir_all(&t).unwrap();
-    for f in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "sentence_bert_config.json"] {
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "sentence_bert_config.json",
+    ] {
         std::fs::rename(dir.join(f), t.join(f)).unwrap();
     }
     std::fs::write(t.join("tokenizer_config.json"), r#"{"model_max_length": 512}"#).unwrap();
-    std::fs::write(t.join("sentence_bert_config.json"), r#"{"max_seq_length": 16, "do_lower_case": false}"#).unwrap();
+    std::fs::write(
+        t.join("sentence_bert_config.json"),
+        r#"{"max_seq_length": 16, "do_lower_case": false}"#,
+    )
+    .unwrap();
     std::fs::write(
         dir.join("modules.json"),
         r#"[{"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"},
@@ -272,7 +357,12 @@ fn legacy_sentence_transformers_layout_loads_the_same() {
     assert_eq!((e.variant(), e.tokenizer().max_len()), (Variant::EncMean, 16));
     let exp = expected("st-enc-mean-relu");
     let got = e.embed(&exp.sentences).unwrap();
-    let err = exp.embeddings[0].1.iter().enumerate().map(|(i, w)| max_abs_diff(got.row(i), w)).fold(0.0, f32::max);
+    let err = exp.embeddings[0]
+        .1
+        .iter()
+        .enumerate()
+        .map(|(i, w)| max_abs_diff(got.row(i), w))
+        .fold(0.0, f32::max);
     assert!(err <= TOL, "legacy layout: max abs error {err:e}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -292,7 +382,8 @@ fn in_memory_files_load_like_the_directory() {
         let exp = expected(model);
         let got = from_memory.embed(&exp.sentences).unwrap();
         let want = &exp.embeddings.iter().find(|(v, _)| v == "enc-mean").unwrap().1;
-        let err = want.iter().enumerate().map(|(i, w)| max_abs_diff(got.row(i), w)).fold(0.0, f32::max);
+        let err =
+            want.iter().enumerate().map(|(i, w)| max_abs_diff(got.row(i), w)).fold(0.0, f32::max);
         assert!(err <= TOL, "{model} from memory: max abs error {err:e}");
     }
     let mut files = st5_core::MemoryFiles::from_dir(&fixture("hf-t5-gated-bf16-sharded")).unwrap();
@@ -306,7 +397,14 @@ fn in_memory_files_load_like_the_directory() {
 }
 
 fn opts_clone<'a>(o: &st5_core::save::SaveOptions<'a>) -> st5_core::save::SaveOptions<'a> {
-    st5_core::save::SaveOptions { config: o.config.clone(), tokenizer_json: o.tokenizer_json, max_seq_length: o.max_seq_length, readme: o.readme.clone(), extra: o.extra.clone(), f16: o.f16 }
+    st5_core::save::SaveOptions {
+        config: o.config.clone(),
+        tokenizer_json: o.tokenizer_json,
+        max_seq_length: o.max_seq_length,
+        readme: o.readme.clone(),
+        extra: o.extra.clone(),
+        f16: o.f16,
+    }
 }
 
 /// A model saved as a sentence-transformers directory loads back (through the ordinary loader)
@@ -317,18 +415,33 @@ fn saved_model_loads_back_identically() {
     use st5_core::{HeadConfig, SentenceT5, T5Config};
     let device = Backend::Cpu.device().unwrap();
     let src = fixture("st-enc-mean-relu");
-    let config_json: serde_json::Value = serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    let config_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
     let cfg = T5Config::from_file(&src.join("config.json")).unwrap();
     let tokenizer_json = std::fs::read(src.join("tokenizer.json")).unwrap();
-    let texts = ["A man is playing a guitar.", "", "Zwei Hunde spielen im Schnee, und ein dritter schaut zu."];
+    let texts = [
+        "A man is playing a guitar.",
+        "",
+        "Zwei Hunde spielen im Schnee, und ein dritter schaut zu.",
+    ];
     for variant in [Variant::EncMean, Variant::EncFirst] {
         let head = HeadConfig { variant, dense: vec![(cfg.d_model, 6, false)], normalize: true };
         let model = SentenceT5::init(&cfg, &head, &device);
         let dir = scratch_dir(&format!("saved-{variant}"));
-        let opts = SaveOptions { config: config_json.clone(), tokenizer_json: &tokenizer_json, max_seq_length: 32, readme: Some("# test\n".into()), extra: vec![], f16: false };
+        let opts = SaveOptions {
+            config: config_json.clone(),
+            tokenizer_json: &tokenizer_json,
+            max_seq_length: 32,
+            readme: Some("# test\n".into()),
+            extra: vec![],
+            f16: false,
+        };
         save_sentence_transformers(&model, &dir, &opts).unwrap();
         let loaded = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();
-        assert_eq!((loaded.variant(), loaded.dim(), loaded.tokenizer().max_len()), (variant, 6, 32));
+        assert_eq!(
+            (loaded.variant(), loaded.dim(), loaded.tokenizer().max_len()),
+            (variant, 6, 32)
+        );
         assert!(loaded.report().unused.is_empty(), "unused: {:?}", loaded.report().unused);
         let got = loaded.embed(&texts).unwrap();
         let ids = loaded.tokenizer().encode_batch(&texts).unwrap();
@@ -341,13 +454,26 @@ fn saved_model_loads_back_identically() {
         }
         // Half precision: half the bytes, embeddings within f16 rounding of the f32 model's.
         let half = scratch_dir(&format!("saved-f16-{variant}"));
-        save_sentence_transformers(&model, &half, &SaveOptions { f16: true, ..opts_clone(&opts) }).unwrap();
-        let small = Embedder::load(&half, &LoadOptions::default(), &device).unwrap().embed(&texts).unwrap();
-        let err = (0..texts.len()).map(|i| max_abs_diff(small.row(i), got.row(i))).fold(0.0, f32::max);
-        let size = |d: &std::path::Path| std::fs::metadata(d.join("model.safetensors")).unwrap().len();
-        assert!(err <= 5e-3 && size(&half) * 10 < size(&dir) * 6, "f16: error {err:e}, {} vs {} bytes", size(&half), size(&dir));
+        save_sentence_transformers(&model, &half, &SaveOptions { f16: true, ..opts_clone(&opts) })
+            .unwrap();
+        let small =
+            Embedder::load(&half, &LoadOptions::default(), &device).unwrap().embed(&texts).unwrap();
+        let err =
+            (0..texts.len()).map(|i| max_abs_diff(small.row(i), got.row(i))).fold(0.0, f32::max);
+        let size =
+            |d: &std::path::Path| std::fs::metadata(d.join("model.safetensors")).unwrap().len();
+        assert!(
+            err <= 5e-3 && size(&half) * 10 < size(&dir) * 6,
+            "f16: error {err:e}, {} vs {} bytes",
+            size(&half),
+            size(&dir)
+        );
         // Saving over it again replaces it; an unsavable model leaves it as it was.
-        let encdec = SentenceT5::init(&cfg, &HeadConfig { variant: Variant::EncDecFirst, dense: vec![], normalize: true }, &device);
+        let encdec = SentenceT5::init(
+            &cfg,
+            &HeadConfig { variant: Variant::EncDecFirst, dense: vec![], normalize: true },
+            &device,
+        );
         assert!(save_sentence_transformers(&encdec, &dir, &opts).is_err());
         assert!(Embedder::load(&dir, &LoadOptions::default(), &device).is_ok());
     }

@@ -6,9 +6,9 @@
 //! And GradCache against the plain step on a tiny random model.
 
 use burn::optim::Optimizer;
-use st5_core::SentenceT5;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde_json::Value;
+use st5_core::SentenceT5;
 use st5_tests::fixture;
 use st5_trainer::loss::ContrastiveLoss;
 
@@ -20,7 +20,10 @@ fn json(name: &str) -> Value {
 
 fn matrix(v: &Value) -> (Vec<f32>, [usize; 2]) {
     let rows = v.as_array().unwrap();
-    let data: Vec<f32> = rows.iter().flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32)).collect();
+    let data: Vec<f32> = rows
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32))
+        .collect();
     let shape = [rows.len(), data.len() / rows.len()];
     (data, shape)
 }
@@ -53,17 +56,25 @@ fn contrastive_loss_and_gradients_match_pytorch() {
     let device = Device::flex().autodiff();
     let temperature = fx["temperature"].as_f64().unwrap() as f32;
     for case in fx["cases"].as_array().unwrap() {
-        let (negatives, symmetric) = (case["negatives"].as_bool().unwrap(), case["symmetric"].as_bool().unwrap());
+        let (negatives, symmetric) =
+            (case["negatives"].as_bool().unwrap(), case["symmetric"].as_bool().unwrap());
         let a = tensor(&fx["anchors"], &device).require_grad();
         let p = tensor(&fx["positives"], &device).require_grad();
         let n = tensor(&fx["negatives"], &device).require_grad();
-        let loss = ContrastiveLoss { temperature, symmetric }.forward(a.clone(), p.clone(), negatives.then(|| n.clone()));
+        let loss = ContrastiveLoss { temperature, symmetric }.forward(
+            a.clone(),
+            p.clone(),
+            negatives.then(|| n.clone()),
+        );
         let got: f32 = loss.clone().into_data().try_to_vec::<f32>().unwrap()[0];
         let want = case["loss"].as_f64().unwrap() as f32;
         let label = format!("negatives {negatives}, symmetric {symmetric}");
         assert!((got - want).abs() <= TOL * want.abs().max(1.0), "{label}: loss {got} vs {want}");
         let grads = loss.backward();
-        let mut errs = vec![worst(&values(a.grad(&grads).unwrap()), &flat(&case["grad_anchors"])), worst(&values(p.grad(&grads).unwrap()), &flat(&case["grad_positives"]))];
+        let mut errs = vec![
+            worst(&values(a.grad(&grads).unwrap()), &flat(&case["grad_anchors"])),
+            worst(&values(p.grad(&grads).unwrap()), &flat(&case["grad_positives"])),
+        ];
         if negatives {
             errs.push(worst(&values(n.grad(&grads).unwrap()), &flat(&case["grad_negatives"])));
         }
@@ -80,15 +91,20 @@ fn adafactor_steps_match_transformers() {
     let optim = st5_trainer::optim::adafactor().build();
     let lr = fx["lr"].as_f64().unwrap();
     let mut matrix_param = tensor(&fx["initial"]["matrix"], &device);
-    let mut vector_param = Tensor::<1>::from_data(TensorData::new(flat(&fx["initial"]["vector"]), [5]), &device);
+    let mut vector_param =
+        Tensor::<1>::from_data(TensorData::new(flat(&fx["initial"]["vector"]), [5]), &device);
     let (mut ms, mut vs) = (None, None);
     for (i, step) in fx["steps"].as_array().unwrap().iter().enumerate() {
         let g = tensor(&step["grads"]["matrix"], &device);
         (matrix_param, ms) = optim.step(lr, matrix_param, g, ms);
-        let g = Tensor::<1>::from_data(TensorData::new(flat(&step["grads"]["vector"]), [5]), &device);
+        let g =
+            Tensor::<1>::from_data(TensorData::new(flat(&step["grads"]["vector"]), [5]), &device);
         (vector_param, vs) = optim.step(lr, vector_param, g, vs);
         let em = worst(&values(matrix_param.clone()), &flat(&step["params"]["matrix"]));
-        let ev = worst(&vector_param.clone().into_data().try_to_vec::<f32>().unwrap(), &flat(&step["params"]["vector"]));
+        let ev = worst(
+            &vector_param.clone().into_data().try_to_vec::<f32>().unwrap(),
+            &flat(&step["params"]["vector"]),
+        );
         println!("adafactor step {}: matrix error {em:.2e}, vector error {ev:.2e}", i + 1);
         assert!(em <= TOL && ev <= TOL, "step {}: matrix {em:e}, vector {ev:e}", i + 1);
     }
@@ -100,7 +116,11 @@ fn all_grads(model: &SentenceT5, grads: &burn::optim::GradientsParams) -> Vec<Ve
     struct V<'a>(&'a burn::optim::GradientsParams, Vec<Vec<f32>>);
     impl ModuleVisitor for V<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            let g = self.0.get::<D>(param.id).map(|g| g.into_data().try_to_vec::<f32>().unwrap()).unwrap_or_default();
+            let g = self
+                .0
+                .get::<D>(param.id)
+                .map(|g| g.into_data().try_to_vec::<f32>().unwrap())
+                .unwrap_or_default();
             self.1.push(g);
         }
     }
@@ -117,9 +137,12 @@ fn gradcache_step_equals_plain_step() {
     use st5_trainer::step::{Batch, gradients};
     let cfg = T5Config::from_slice(br#"{"vocab_size": 64, "d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 2, "num_heads": 2}"#, std::path::Path::new("tiny")).unwrap();
     let base = Device::flex();
-    let head = HeadConfig { variant: Variant::EncMean, dense: vec![(8, 6, false)], normalize: true };
+    let head =
+        HeadConfig { variant: Variant::EncMean, dense: vec![(8, 6, false)], normalize: true };
     let model = SentenceT5::init(&cfg, &head, &base.clone().autodiff());
-    let seq = |seed: u32, len: usize| (0..len).map(|i| 2 + (seed * 31 + i as u32 * 17) % 60).chain([1]).collect::<Vec<u32>>();
+    let seq = |seed: u32, len: usize| {
+        (0..len).map(|i| 2 + (seed * 31 + i as u32 * 17) % 60).chain([1]).collect::<Vec<u32>>()
+    };
     let mut batch = Batch {
         anchors: (0..5).map(|i| seq(i, 3 + i as usize)).collect(),
         positives: (0..5).map(|i| seq(i + 10, 7 - i as usize)).collect(),
@@ -147,8 +170,14 @@ fn gradcache_step_equals_plain_step() {
         let mut optim = st5_trainer::optim::adafactor().init();
         let p2 = optim.step(1e-3, model.clone(), cached);
         let weights = |m: &SentenceT5| all_params(m);
-        let wdiff = weights(&p1).iter().zip(&weights(&p2)).map(|(x, y)| worst_abs(x, y)).fold(0.0, f32::max);
-        println!("negatives {negatives}: loss {plain_loss:.6}; worst gradient difference {worst:.2e} over {nonzero} parameters with gradients; updated weights differ by {wdiff:.2e}");
+        let wdiff = weights(&p1)
+            .iter()
+            .zip(&weights(&p2))
+            .map(|(x, y)| worst_abs(x, y))
+            .fold(0.0, f32::max);
+        println!(
+            "negatives {negatives}: loss {plain_loss:.6}; worst gradient difference {worst:.2e} over {nonzero} parameters with gradients; updated weights differ by {wdiff:.2e}"
+        );
         assert!(nonzero > 10, "too few gradients: {nonzero}");
         assert!(worst <= 1e-5 && wdiff <= 1e-5, "gradients {worst:e}, weights {wdiff:e}");
     }
@@ -173,17 +202,22 @@ fn all_params(model: &SentenceT5) -> Vec<Vec<f32>> {
 
 // --- whole runs of the `trainer` binary ---------------------------------------------------
 
+use st5_tests::{root as repo_root, scratch_dir, shared_data, workspace_bin};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use st5_tests::{root as repo_root, scratch_dir, shared_data, workspace_bin};
 
 /// trainer/configs/tiny.toml with absolute paths, its outputs under `dir`, and `edits`
 /// (`(from, to)` text replacements) applied.
 fn tiny_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
     let root = repo_root();
     let mut text = std::fs::read_to_string(root.join("trainer/configs/tiny.toml")).unwrap();
-    text = text.replace("\"../../target/tiny-st5\"", &format!("{:?}", dir.join("model"))).replace("\"../../target/tiny-st5-checkpoints\"", &format!("{:?}", dir.join("checkpoints")));
-    text = text.replace("\"../../", &format!("\"{}/", root.display())).replace("\"data/", &format!("\"{}/trainer/configs/data/", root.display()));
+    text = text.replace("\"../../target/tiny-st5\"", &format!("{:?}", dir.join("model"))).replace(
+        "\"../../target/tiny-st5-checkpoints\"",
+        &format!("{:?}", dir.join("checkpoints")),
+    );
+    text = text
+        .replace("\"../../", &format!("\"{}/", root.display()))
+        .replace("\"data/", &format!("\"{}/trainer/configs/data/", root.display()));
     text = text.replacen("seed = 7", &format!("seed = 7\neval_data = {:?}", shared_data()), 1);
     for (from, to) in edits {
         assert!(text.contains(from), "tiny.toml has no `{from}`");
@@ -197,7 +231,10 @@ fn tiny_config(dir: &Path, edits: &[(&str, &str)]) -> PathBuf {
 
 fn train(config: &Path, resume: bool) -> std::process::Child {
     let mut cmd = Command::new(workspace_bin("trainer"));
-    cmd.args(["train", "--config"]).arg(config).stderr(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
+    cmd.args(["train", "--config"])
+        .arg(config)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null());
     if resume {
         cmd.arg("--resume");
     }
@@ -213,7 +250,11 @@ fn finish(child: std::process::Child) -> (bool, String) {
 fn weights(dir: &Path) -> Vec<(String, Vec<f32>)> {
     let mut out = Vec::new();
     for rel in ["model.safetensors", "2_Dense/model.safetensors"] {
-        let ckpt = st5_core::weights::Checkpoint::from_buffers(vec![(dir.join(rel), std::fs::read(dir.join(rel)).unwrap())]).unwrap();
+        let ckpt = st5_core::weights::Checkpoint::from_buffers(vec![(
+            dir.join(rel),
+            std::fs::read(dir.join(rel)).unwrap(),
+        )])
+        .unwrap();
         for name in ckpt.names() {
             out.push((format!("{rel}:{name}"), ckpt.to_f32(name).unwrap()));
         }
@@ -232,7 +273,10 @@ fn tiny_two_stage_run_loads_in_st5_embed() {
     let csv = std::fs::read_to_string(dir.join("checkpoints/metrics.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 40, "{csv}");
     let card = std::fs::read_to_string(dir.join("model/README.md")).unwrap();
-    assert!(card.contains("## Data") && card.contains("STS-B dev") && card.contains("[[stage]]"), "{card}");
+    assert!(
+        card.contains("## Data") && card.contains("STS-B dev") && card.contains("[[stage]]"),
+        "{card}"
+    );
     let out = Command::new(workspace_bin("st5"))
         .args(["embed", "--model"])
         .arg(dir.join("model"))
@@ -264,13 +308,34 @@ fn killed_and_resumed_run_equals_uninterrupted_run() {
     // A 4-layer, d_model 64 random model: ~10 ms a step, so the kill lands mid-stage.
     let cfg_json = serde_json::json!({"vocab_size": 32128, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 4, "num_heads": 4, "feed_forward_proj": "relu", "model_type": "t5"});
     let cfg = T5Config::from_slice(cfg_json.to_string().as_bytes(), Path::new("cfg")).unwrap();
-    let model = SentenceT5::init(&cfg, &HeadConfig { variant: Variant::EncMean, dense: vec![(64, 32, false)], normalize: true }, &Device::flex());
+    let model = SentenceT5::init(
+        &cfg,
+        &HeadConfig { variant: Variant::EncMean, dense: vec![(64, 32, false)], normalize: true },
+        &Device::flex(),
+    );
     let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
     let init = root.join("init");
-    save_sentence_transformers(&model, &init, &SaveOptions { config: cfg_json, tokenizer_json: &tokenizer, max_seq_length: 32, readme: None, extra: vec![], f16: false }).unwrap();
+    save_sentence_transformers(
+        &model,
+        &init,
+        &SaveOptions {
+            config: cfg_json,
+            tokenizer_json: &tokenizer,
+            max_seq_length: 32,
+            readme: None,
+            extra: vec![],
+            f16: false,
+        },
+    )
+    .unwrap();
     let edits = |sub: &str| -> Vec<(String, String)> {
         vec![
-            ("init = \"".to_string() + &repo_root().join("tests/fixtures/hf-t5-relu-f16").display().to_string() + "\"", format!("init = {:?}", init)),
+            (
+                "init = \"".to_string()
+                    + &repo_root().join("tests/fixtures/hf-t5-relu-f16").display().to_string()
+                    + "\"",
+                format!("init = {:?}", init),
+            ),
             ("steps = 20".into(), "steps = 30".into()),
             ("checkpoint_every = 5".into(), "checkpoint_every = 4".into()),
             ("eval_every = 10".into(), format!("eval_every = 0 # {sub}")),
@@ -308,8 +373,10 @@ fn killed_and_resumed_run_equals_uninterrupted_run() {
     // The metrics log holds each step once: the steps redone after the checkpoint replace the
     // killed run's rows.
     let csv = std::fs::read_to_string(root.join("cut/checkpoints/metrics.csv")).unwrap();
-    let steps: Vec<String> = csv.lines().skip(1).map(|l| l.split(',').take(2).collect::<Vec<_>>().join(":")).collect();
-    let want: Vec<String> = (1..=30).map(|i| format!("qa:{i}")).chain((1..=20).map(|i| format!("nli:{i}"))).collect();
+    let steps: Vec<String> =
+        csv.lines().skip(1).map(|l| l.split(',').take(2).collect::<Vec<_>>().join(":")).collect();
+    let want: Vec<String> =
+        (1..=30).map(|i| format!("qa:{i}")).chain((1..=20).map(|i| format!("nli:{i}"))).collect();
     assert_eq!(steps, want);
 
     let (a, b) = (weights(&root.join("straight/model")), weights(&root.join("cut/model")));
@@ -319,8 +386,14 @@ fn killed_and_resumed_run_equals_uninterrupted_run() {
         assert_eq!(na, nb);
         worst = worst.max(va.iter().zip(vb).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max));
     }
-    let moved = a.iter().zip(weights(&init)).map(|((_, x), (_, y))| x.iter().zip(&y).map(|(p, q)| (p - q).abs()).fold(0.0, f32::max)).fold(0.0, f32::max);
-    println!("resumed vs uninterrupted: max abs weight difference {worst:e} (training moved weights by up to {moved:e})");
+    let moved = a
+        .iter()
+        .zip(weights(&init))
+        .map(|((_, x), (_, y))| x.iter().zip(&y).map(|(p, q)| (p - q).abs()).fold(0.0, f32::max))
+        .fold(0.0, f32::max);
+    println!(
+        "resumed vs uninterrupted: max abs weight difference {worst:e} (training moved weights by up to {moved:e})"
+    );
     assert!(moved > 1e-4, "training did not change the weights");
     assert!(worst <= 1e-6, "resumed run differs by {worst:e}");
 }
@@ -330,11 +403,24 @@ fn killed_and_resumed_run_equals_uninterrupted_run() {
 #[test]
 fn diverging_run_aborts_and_keeps_its_checkpoint() {
     let dir = scratch_dir("diverge");
-    let config = tiny_config(&dir, &[("eval_pairs = 200", "eval_pairs = 50\nmax_bad_steps = 3"), ("checkpoint_every = 5", "checkpoint_every = 1"), ("lr = 1e-3", "lr = 1e30")]);
+    let config = tiny_config(
+        &dir,
+        &[
+            ("eval_pairs = 200", "eval_pairs = 50\nmax_bad_steps = 3"),
+            ("checkpoint_every = 5", "checkpoint_every = 1"),
+            ("lr = 1e-3", "lr = 1e30"),
+        ],
+    );
     let (ok, log) = finish(train(&config, false));
     assert!(!ok, "a run at lr 1e30 finished:\n{log}");
-    assert!(log.contains("non-finite") && log.contains("3 non-finite losses or gradients in a row"), "{log}");
-    assert!(dir.join("checkpoints/latest/trainer_state.json").is_file(), "the last good checkpoint is gone");
+    assert!(
+        log.contains("non-finite") && log.contains("3 non-finite losses or gradients in a row"),
+        "{log}"
+    );
+    assert!(
+        dir.join("checkpoints/latest/trainer_state.json").is_file(),
+        "the last good checkpoint is gone"
+    );
     assert!(!dir.join("model").exists());
 }
 
@@ -346,23 +432,53 @@ fn full_training_step_matches_pytorch() {
     use st5_trainer::step::{Batch, gradients};
     let dir = fixture("trainer/step");
     let batch_json = json("step/batch.json");
-    let ids = |k: &str| -> Vec<Vec<u32>> { batch_json[k].as_array().unwrap().iter().map(|s| s.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()).collect() };
-    let batch = Batch { anchors: ids("anchors"), positives: ids("positives"), negatives: ids("negatives") };
+    let ids = |k: &str| -> Vec<Vec<u32>> {
+        batch_json[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect())
+            .collect()
+    };
+    let batch =
+        Batch { anchors: ids("anchors"), positives: ids("positives"), negatives: ids("negatives") };
     let base = Device::flex();
-    let options = st5_core::LoadOptions { tokenizer: Some(fixture("st-enc-mean-relu").join("tokenizer.json")), ..Default::default() };
-    let (model, _, _) = st5_core::Embedder::load(&dir.join("init"), &options, &base.clone().autodiff()).unwrap().into_parts();
+    let options = st5_core::LoadOptions {
+        tokenizer: Some(fixture("st-enc-mean-relu").join("tokenizer.json")),
+        ..Default::default()
+    };
+    let (model, _, _) =
+        st5_core::Embedder::load(&dir.join("init"), &options, &base.clone().autodiff())
+            .unwrap()
+            .into_parts();
     let (loss, grads) = gradients(&model, &batch, &ContrastiveLoss::default(), None, &base);
     let want_loss = batch_json["loss"].as_f64().unwrap() as f32;
     assert!((loss - want_loss).abs() <= 1e-4, "loss {loss} vs PyTorch {want_loss}");
     let model = st5_trainer::optim::adafactor().init().step(1e-3, model, grads);
     let saved = scratch_dir("step-after");
-    let config: Value = serde_json::from_slice(&std::fs::read(dir.join("init/config.json")).unwrap()).unwrap();
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("init/config.json")).unwrap()).unwrap();
     let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
-    let opts = st5_core::save::SaveOptions { config, tokenizer_json: &tokenizer, max_seq_length: 16, readme: None, extra: vec![], f16: false };
+    let opts = st5_core::save::SaveOptions {
+        config,
+        tokenizer_json: &tokenizer,
+        max_seq_length: 16,
+        readme: None,
+        extra: vec![],
+        f16: false,
+    };
     st5_core::save::save_sentence_transformers(&model.valid(), &saved, &opts).unwrap();
     let before = weights(&dir.join("init"));
     let (ours, theirs) = (weights(&saved), weights(&dir.join("after")));
-    let find = |set: &[(String, Vec<f32>)], name: &str| set.iter().find(|(n, _)| n == name || (name.ends_with(":shared.weight") && n.ends_with(":encoder.embed_tokens.weight"))).map(|(_, v)| v.clone());
+    let find = |set: &[(String, Vec<f32>)], name: &str| {
+        set.iter()
+            .find(|(n, _)| {
+                n == name
+                    || (name.ends_with(":shared.weight")
+                        && n.ends_with(":encoder.embed_tokens.weight"))
+            })
+            .map(|(_, v)| v.clone())
+    };
     let (mut worst, mut moved) = (0.0f32, 0.0f32);
     for (name, v) in &ours {
         let w = find(&theirs, name).unwrap_or_else(|| panic!("PyTorch's step has no {name}"));
@@ -370,7 +486,9 @@ fn full_training_step_matches_pytorch() {
         worst = worst.max(worst_abs(v, &w));
         moved = moved.max(worst_abs(&w, &b));
     }
-    println!("full step: loss {loss:.6} (PyTorch {want_loss:.6}); weights within {worst:.2e} of PyTorch's after a step that moved them by up to {moved:.2e}");
+    println!(
+        "full step: loss {loss:.6} (PyTorch {want_loss:.6}); weights within {worst:.2e} of PyTorch's after a step that moved them by up to {moved:.2e}"
+    );
     assert!(moved > 1e-4 && worst <= 1e-4, "worst {worst:e}, moved {moved:e}");
 }
 
@@ -382,34 +500,64 @@ fn distill_stage_learns_the_teacher() {
     let dir = scratch_dir("distill");
     std::fs::create_dir_all(&dir).unwrap();
     let qa = std::fs::read_to_string(repo_root().join("trainer/configs/data/qa.jsonl")).unwrap();
-    let mut texts: Vec<String> = qa.lines().take(96).map(|l| serde_json::from_str::<Value>(l).unwrap()["positive"].as_str().unwrap().to_string()).collect();
+    let mut texts: Vec<String> = qa
+        .lines()
+        .take(96)
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["positive"].as_str().unwrap().to_string()
+        })
+        .collect();
     // The first sentence of STS-B test: dropped with its vector.
     let sts = std::fs::read_to_string(shared_data().join("stsbenchmark/sts-test.csv")).unwrap();
     texts.insert(5, sts.lines().next().unwrap().split('\t').nth(5).unwrap().to_string());
     // The teacher: the random fixture model (12 dimensions).
-    let teacher = st5_core::Embedder::load(&fixture("st-enc-mean-relu"), &Default::default(), &Device::flex()).unwrap();
+    let teacher = st5_core::Embedder::load(
+        &fixture("st-enc-mean-relu"),
+        &Default::default(),
+        &Device::flex(),
+    )
+    .unwrap();
     let mut targets = teacher.embed(&texts).unwrap().data;
     // Poison the dropped text's vector: if alignment slipped, the loss would blow up.
     targets[5 * 12..6 * 12].iter_mut().for_each(|x| *x = 1e6);
     let mut npy = Vec::new();
     st5_core::npy::write_f32(&mut npy, &targets, texts.len(), 12).unwrap();
     std::fs::write(dir.join("teacher.npy"), npy).unwrap();
-    std::fs::write(dir.join("texts.jsonl"), texts.iter().map(|t| serde_json::json!({ "text": t }).to_string() + "\n").collect::<String>()).unwrap();
+    std::fs::write(
+        dir.join("texts.jsonl"),
+        texts
+            .iter()
+            .map(|t| serde_json::json!({ "text": t }).to_string() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
     std::fs::write(dir.join("student.json"), r#"{"vocab_size": 32128, "d_model": 16, "d_kv": 8, "d_ff": 32, "num_layers": 2, "num_heads": 2, "feed_forward_proj": "relu"}"#).unwrap();
     let config = format!(
         "seed = 1\noutput = {:?}\ncheckpoint_dir = {:?}\neval_pairs = 50\neval_data = {:?}\n[model]\ninit = {:?}\ntokenizer = {:?}\ndim = 12\nmax_seq_length = 32\n\
          [[stage]]\nname = \"distill\"\nkind = \"distill\"\nbatch_size = 16\nsteps = 80\noptimizer = \"adamw\"\n\
          [[stage.dataset]]\npath = {:?}\ncolumns = [\"text\"]\ntargets = {:?}\n",
-        dir.join("model"), dir.join("ck"), shared_data(), dir.join("student.json"), fixture("st-enc-mean-relu").join("tokenizer.json"), dir.join("texts.jsonl"), dir.join("teacher.npy")
+        dir.join("model"),
+        dir.join("ck"),
+        shared_data(),
+        dir.join("student.json"),
+        fixture("st-enc-mean-relu").join("tokenizer.json"),
+        dir.join("texts.jsonl"),
+        dir.join("teacher.npy")
     );
     std::fs::write(dir.join("config.toml"), config).unwrap();
     let (ok, log) = finish(train(&dir.join("config.toml"), false));
     assert!(ok, "{log}");
     assert!(log.contains("96 examples (1 dropped"), "{log}");
     let csv = std::fs::read_to_string(dir.join("ck/metrics.csv")).unwrap();
-    let losses: Vec<f64> = csv.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
-    let (first, last) = (losses[..5].iter().sum::<f64>() / 5.0, losses[losses.len() - 10..].iter().sum::<f64>() / 10.0);
+    let losses: Vec<f64> =
+        csv.lines().skip(1).map(|l| l.split(',').nth(2).unwrap().parse().unwrap()).collect();
+    let (first, last) = (
+        losses[..5].iter().sum::<f64>() / 5.0,
+        losses[losses.len() - 10..].iter().sum::<f64>() / 10.0,
+    );
     println!("distillation MSE: first 5 steps {first:.5}, last 10 steps {last:.5}");
     assert!(last < 0.5 * first && last < 1.0, "MSE {first} → {last}");
-    assert!(workspace_bin("st5").is_file() && dir.join("model/2_Dense/model.safetensors").is_file());
+    assert!(
+        workspace_bin("st5").is_file() && dir.join("model/2_Dense/model.safetensors").is_file()
+    );
 }

@@ -19,8 +19,15 @@ macro_rules! fixture {
 }
 
 const FILES: [(&str, &[u8]); 10] = fixture!(
-    "modules.json", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-    "sentence_bert_config.json", "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors",
+    "modules.json",
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+    "2_Dense/config.json",
+    "2_Dense/model.safetensors",
     "3_Normalize/config.json"
 );
 const EXPECTED: &str = include_str!("../fixtures/st-enc-mean-relu/expected.json");
@@ -51,7 +58,8 @@ async fn load(device: &str, opts: JsValue) -> Model {
 }
 
 async fn embed(model: &Model, texts: &[String]) -> Vec<Vec<f32>> {
-    let flat = Float32Array::from(JsFuture::from(model.embed(texts.to_vec())).await.unwrap()).to_vec();
+    let flat =
+        Float32Array::from(JsFuture::from(model.embed(texts.to_vec())).await.unwrap()).to_vec();
     assert_eq!(flat.len(), texts.len() * model.dim());
     flat.chunks(model.dim()).map(<[f32]>::to_vec).collect()
 }
@@ -62,12 +70,22 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 
 fn sentences() -> Vec<String> {
     let expected: serde_json::Value = serde_json::from_str(EXPECTED).unwrap();
-    expected["sentences"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+    expected["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
 }
 
 async fn check(device: &str) -> f32 {
     let expected: serde_json::Value = serde_json::from_str(EXPECTED).unwrap();
-    let sentences: Vec<String> = expected["sentences"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+    let sentences: Vec<String> = expected["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
     let want: Vec<Vec<f64>> = expected["embeddings"]["enc-mean"]
         .as_array()
         .unwrap()
@@ -77,7 +95,8 @@ async fn check(device: &str) -> f32 {
     let model = load(device, options(device)).await;
     assert_eq!(model.device(), device);
     let dim = model.dim();
-    let got = Float32Array::from(JsFuture::from(model.embed(sentences.clone())).await.unwrap()).to_vec();
+    let got =
+        Float32Array::from(JsFuture::from(model.embed(sentences.clone())).await.unwrap()).to_vec();
     assert_eq!(got.len(), sentences.len() * dim);
     let err = want
         .iter()
@@ -107,7 +126,8 @@ async fn parity_on_webgpu() {
 #[wasm_bindgen_test]
 async fn bad_files_are_a_js_error() {
     let obj = Object::new();
-    Reflect::set(&obj, &"modules.json".into(), &Uint8Array::from(&b"[not json"[..]).into()).unwrap();
+    Reflect::set(&obj, &"modules.json".into(), &Uint8Array::from(&b"[not json"[..]).into())
+        .unwrap();
     let err = match Model::load(obj.into(), options("cpu"), Some("http://host/m/".into())).await {
         Ok(_) => panic!("loaded garbage"),
         Err(e) => e,
@@ -151,7 +171,11 @@ async fn empty_and_over_long_texts() {
         let prefix = words[..10].join(" ");
         let out = embed(&model, &["".to_string(), long.clone(), prefix]).await;
         let norm = out[0].iter().map(|x| x * x).sum::<f32>().sqrt();
-        assert!(out[0].iter().all(|x| x.is_finite()) && (norm - 1.0).abs() < 1e-4, "{device}: empty text gave {:?}", out[0]);
+        assert!(
+            out[0].iter().all(|x| x.is_finite()) && (norm - 1.0).abs() < 1e-4,
+            "{device}: empty text gave {:?}",
+            out[0]
+        );
         let err = max_diff(&out[1], &out[2]);
         assert!(err <= 1e-5, "{device}: over-long text differs from its truncation by {err:e}");
     }
@@ -162,7 +186,8 @@ async fn empty_and_over_long_texts() {
 async fn buffer_cap_splits_batches_on_webgpu() {
     // Long texts (max length raised to 512) so that attention scores, 16·n² bytes for n tokens
     // here, outgrow the cap while the 1 MiB embedding table still fits.
-    let mut texts: Vec<String> = [150, 140, 130, 120, 110, 100].iter().map(|&n| "word ".repeat(n)).collect();
+    let mut texts: Vec<String> =
+        [150, 140, 130, 120, 110, 100].iter().map(|&n| "word ".repeat(n)).collect();
     texts.extend(sentences());
     let opts = |cap: Option<f64>| {
         let mut extra = vec![("batchSize", 64.0), ("maxSeqLength", 512.0)];
@@ -171,8 +196,10 @@ async fn buffer_cap_splits_batches_on_webgpu() {
     };
     let free = load("webgpu", opts(None)).await;
     let capped = load("webgpu", opts(Some(1_100_000.0))).await;
-    let plan: Vec<Vec<usize>> = serde_wasm_bindgen::from_value(capped.plan_batches(texts.clone()).unwrap()).unwrap();
-    let plan_free: Vec<Vec<usize>> = serde_wasm_bindgen::from_value(free.plan_batches(texts.clone()).unwrap()).unwrap();
+    let plan: Vec<Vec<usize>> =
+        serde_wasm_bindgen::from_value(capped.plan_batches(texts.clone()).unwrap()).unwrap();
+    let plan_free: Vec<Vec<usize>> =
+        serde_wasm_bindgen::from_value(free.plan_batches(texts.clone()).unwrap()).unwrap();
     assert_eq!(plan_free.len(), 1, "{plan_free:?}");
     assert!(plan.len() > 2, "the cap should split the batch: {plan:?}");
     let want = embed(&free, &texts).await;

@@ -164,7 +164,8 @@ impl TrainConfig {
     /// Reads and validates a config; relative paths are taken from the config's folder.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let mut cfg: Self = toml::from_str(&text).map_err(|e| Error::Config { path: path.into(), message: e.to_string() })?;
+        let mut cfg: Self = toml::from_str(&text)
+            .map_err(|e| Error::Config { path: path.into(), message: e.to_string() })?;
         let base = path.parent().unwrap_or(Path::new("."));
         let fix = |p: &mut PathBuf| {
             if p.is_relative() {
@@ -197,7 +198,9 @@ impl TrainConfig {
         match self.device.as_str() {
             "cpu" | "wgpu" => {}
             "cuda" if cfg!(feature = "cuda") => {}
-            "cuda" => return Err("device `cuda` needs the trainer built with `--features cuda`".into()),
+            "cuda" => {
+                return Err("device `cuda` needs the trainer built with `--features cuda`".into());
+            }
             other => return Err(format!("device `{other}`: expected cpu, wgpu or cuda")),
         }
         if !matches!(self.model.save_dtype.as_deref(), None | Some("f32" | "f16")) {
@@ -228,7 +231,10 @@ impl TrainConfig {
                 return Err(at(&format!("schedule `{}`: expected constant or linear", s.schedule)));
             }
             if !matches!(s.optimizer.as_str(), "adafactor" | "adamw") {
-                return Err(at(&format!("optimizer `{}`: expected adafactor or adamw", s.optimizer)));
+                return Err(at(&format!(
+                    "optimizer `{}`: expected adafactor or adamw",
+                    s.optimizer
+                )));
             }
             if s.datasets.is_empty() {
                 return Err(at("no [[stage.dataset]]"));
@@ -236,13 +242,26 @@ impl TrainConfig {
             let distill = match s.kind.as_str() {
                 "contrastive" => false,
                 "distill" => true,
-                other => return Err(at(&format!("kind `{other}`: expected contrastive or distill"))),
+                other => {
+                    return Err(at(&format!("kind `{other}`: expected contrastive or distill")));
+                }
             };
             for d in &s.datasets {
-                let columns_ok = if distill { d.columns.len() == 1 && d.targets.is_some() } else { (2..=3).contains(&d.columns.len()) && d.targets.is_none() };
+                let columns_ok = if distill {
+                    d.columns.len() == 1 && d.targets.is_some()
+                } else {
+                    (2..=3).contains(&d.columns.len()) && d.targets.is_none()
+                };
                 if !columns_ok || !(d.weight > 0.0) {
-                    let want = if distill { "1 column (the text) and `targets`" } else { "2 or 3 columns and no `targets`" };
-                    return Err(at(&format!("dataset {}: {want}, and a positive weight", d.path.display())));
+                    let want = if distill {
+                        "1 column (the text) and `targets`"
+                    } else {
+                        "2 or 3 columns and no `targets`"
+                    };
+                    return Err(at(&format!(
+                        "dataset {}: {want}, and a positive weight",
+                        d.path.display()
+                    )));
                 }
             }
         }
@@ -264,7 +283,10 @@ impl StageConfig {
             return self.lr * (step + 1) as f64 / self.warmup as f64;
         }
         match self.schedule.as_str() {
-            "linear" => self.lr * (self.steps.saturating_sub(step)) as f64 / (self.steps - self.warmup).max(1) as f64,
+            "linear" => {
+                self.lr * (self.steps.saturating_sub(step)) as f64
+                    / (self.steps - self.warmup).max(1) as f64
+            }
             _ => self.lr,
         }
     }
@@ -283,7 +305,10 @@ mod tests {
 
     #[test]
     fn epochs_become_steps() {
-        let mut s: StageConfig = toml::from_str("name = 's'\nbatch_size = 16\nepochs = 1.5\n[[dataset]]\npath = 'x.jsonl'").unwrap();
+        let mut s: StageConfig = toml::from_str(
+            "name = 's'\nbatch_size = 16\nepochs = 1.5\n[[dataset]]\npath = 'x.jsonl'",
+        )
+        .unwrap();
         s.resolve_steps(100);
         assert_eq!(s.steps, 10); // ceil(1.5 * 100 / 16)
     }
@@ -291,7 +316,17 @@ mod tests {
     #[test]
     fn schedules() {
         // (warmup, schedule, step, lr / peak)
-        let cases = [(0, "constant", 0, 1.0), (0, "constant", 9, 1.0), (4, "constant", 0, 0.25), (4, "constant", 3, 1.0), (4, "constant", 7, 1.0), (0, "linear", 0, 1.0), (0, "linear", 5, 0.5), (2, "linear", 2, 1.0), (2, "linear", 6, 0.5)];
+        let cases = [
+            (0, "constant", 0, 1.0),
+            (0, "constant", 9, 1.0),
+            (4, "constant", 0, 0.25),
+            (4, "constant", 3, 1.0),
+            (4, "constant", 7, 1.0),
+            (0, "linear", 0, 1.0),
+            (0, "linear", 5, 0.5),
+            (2, "linear", 2, 1.0),
+            (2, "linear", 6, 0.5),
+        ];
         for (w, s, step, want) in cases {
             let got = stage(w, s).lr_at(step) / 1e-3;
             assert!((got - want).abs() < 1e-9, "warmup {w} {s} step {step}: {got}");

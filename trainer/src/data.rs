@@ -34,7 +34,9 @@ pub struct Dataset {
 /// compared with evaluation sentences.
 pub fn normalize(s: &str) -> String {
     s.chars()
-        .filter(|c| !c.is_ascii_punctuation() && !matches!(c, '“' | '”' | '‘' | '’' | '–' | '—' | '…'))
+        .filter(|c| {
+            !c.is_ascii_punctuation() && !matches!(c, '“' | '”' | '‘' | '’' | '–' | '—' | '…')
+        })
         .collect::<String>()
         .to_lowercase()
         .split_whitespace()
@@ -59,7 +61,10 @@ pub fn eval_sentences(data: &Path) -> Result<HashSet<String>> {
         out.insert(normalize(&p.a));
         out.insert(normalize(&p.b));
     }
-    for l in d::sst2(&data.join("sst2/sentiment-test"))?.into_iter().chain(d::trec(&data.join("trec/TREC_10.label"))?) {
+    for l in d::sst2(&data.join("sst2/sentiment-test"))?
+        .into_iter()
+        .chain(d::trec(&data.join("trec/TREC_10.label"))?)
+    {
         out.insert(normalize(&l.text));
     }
     for p in d::mrpc(&data.join("mrpc/msr_paraphrase_test.txt"))? {
@@ -74,18 +79,27 @@ pub fn eval_sentences(data: &Path) -> Result<HashSet<String>> {
 pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
     let path = &cfg.path;
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let format = cfg.format.clone().unwrap_or_else(|| if path.extension().is_some_and(|e| e == "tsv") { "tsv".into() } else { "jsonl".into() });
+    let format = cfg.format.clone().unwrap_or_else(|| {
+        if path.extension().is_some_and(|e| e == "tsv") { "tsv".into() } else { "jsonl".into() }
+    });
     let bad = |line: usize, message: String| Error::Data { path: path.clone(), line, message };
     let mut examples = Vec::new();
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
+    let mut lines =
+        text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
     let tsv_columns: Option<Vec<usize>> = match format.as_str() {
         "tsv" => {
-            let (n, header) = lines.next().ok_or_else(|| bad(1, "empty file (a TSV needs a header line)".into()))?;
+            let (n, header) = lines
+                .next()
+                .ok_or_else(|| bad(1, "empty file (a TSV needs a header line)".into()))?;
             let names: Vec<&str> = header.split('\t').collect();
             Some(
                 cfg.columns
                     .iter()
-                    .map(|c| names.iter().position(|h| h == c).ok_or_else(|| bad(n, format!("no column `{c}` in the header ({})", names.join(", ")))))
+                    .map(|c| {
+                        names.iter().position(|h| h == c).ok_or_else(|| {
+                            bad(n, format!("no column `{c}` in the header ({})", names.join(", ")))
+                        })
+                    })
                     .collect::<Result<_>>()?,
             )
         }
@@ -96,41 +110,85 @@ pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
         let fields: Vec<String> = match &tsv_columns {
             Some(cols) => {
                 let cells: Vec<&str> = line.split('\t').collect();
-                cols.iter().map(|&c| cells.get(c).map(|s| s.to_string()).ok_or_else(|| bad(n, format!("{} cells, column {c} wanted", cells.len())))).collect::<Result<_>>()?
+                cols.iter()
+                    .map(|&c| {
+                        cells.get(c).map(|s| s.to_string()).ok_or_else(|| {
+                            bad(n, format!("{} cells, column {c} wanted", cells.len()))
+                        })
+                    })
+                    .collect::<Result<_>>()?
             }
             None => {
-                let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(n, format!("invalid JSON: {e}")))?;
+                let v: serde_json::Value =
+                    serde_json::from_str(line).map_err(|e| bad(n, format!("invalid JSON: {e}")))?;
                 cfg.columns
                     .iter()
-                    .map(|c| v.get(c).and_then(|x| x.as_str()).map(str::to_string).ok_or_else(|| bad(n, format!("no string field `{c}`"))))
+                    .map(|c| {
+                        v.get(c)
+                            .and_then(|x| x.as_str())
+                            .map(str::to_string)
+                            .ok_or_else(|| bad(n, format!("no string field `{c}`")))
+                    })
                     .collect::<Result<_>>()?
             }
         };
         let mut f = fields.into_iter();
-        let (anchor, positive, negative) = (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next());
+        let (anchor, positive, negative) =
+            (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next());
         examples.push(Example { anchor, positive, negative });
     }
     let mut targets = match &cfg.targets {
         None => None,
         Some(t) => {
             let bytes = std::fs::read(t).map_err(|e| Error::io(t, e))?;
-            let (v, rows, dim) = st5_core::npy::read_f32(&bytes).map_err(|m| Error::Data { path: t.clone(), line: 0, message: m })?;
+            let (v, rows, dim) = st5_core::npy::read_f32(&bytes).map_err(|m| Error::Data {
+                path: t.clone(),
+                line: 0,
+                message: m,
+            })?;
             if rows != examples.len() {
-                return Err(Error::Data { path: t.clone(), line: 0, message: format!("{rows} teacher vectors for the {} examples of {}", examples.len(), path.display()) });
+                return Err(Error::Data {
+                    path: t.clone(),
+                    line: 0,
+                    message: format!(
+                        "{rows} teacher vectors for the {} examples of {}",
+                        examples.len(),
+                        path.display()
+                    ),
+                });
             }
             Some((v, dim))
         }
     };
     let before = examples.len();
-    let keep: Vec<bool> = examples.iter().map(|e| ![Some(&e.anchor), Some(&e.positive), e.negative.as_ref()].into_iter().flatten().any(|t| exclude.contains(&normalize(t)))).collect();
+    let keep: Vec<bool> = examples
+        .iter()
+        .map(|e| {
+            ![Some(&e.anchor), Some(&e.positive), e.negative.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|t| exclude.contains(&normalize(t)))
+        })
+        .collect();
     if let Some((v, dim)) = targets.as_mut() {
         let dim = *dim;
-        *v = v.chunks(dim).zip(&keep).filter(|(_, k)| **k).flat_map(|(r, _)| r.iter().copied()).collect();
+        *v = v
+            .chunks(dim)
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .flat_map(|(r, _)| r.iter().copied())
+            .collect();
     }
     let mut k = keep.iter();
     examples.retain(|_| *k.next().unwrap_or(&false));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    Ok(Dataset { name, dropped_eval_overlap: before - examples.len(), examples, weight: cfg.weight, targets })
+    Ok(Dataset {
+        name,
+        dropped_eval_overlap: before - examples.len(),
+        examples,
+        weight: cfg.weight,
+        targets,
+    })
 }
 
 pub use st5_core::rng::Rng;
@@ -163,7 +221,10 @@ impl<'a> Sampler<'a> {
             })
             .collect();
         let n = datasets.len();
-        Self { datasets, state: SamplerState { rng, orders, positions: vec![0; n], epochs: vec![0; n] } }
+        Self {
+            datasets,
+            state: SamplerState { rng, orders, positions: vec![0; n], epochs: vec![0; n] },
+        }
     }
 
     pub fn resume(datasets: &'a [Dataset], state: SamplerState) -> Self {
@@ -174,7 +235,8 @@ impl<'a> Sampler<'a> {
     /// texts): a dataset drawn by weight, then its examples in order, skipping any that would
     /// repeat a text already in the batch (they stay for a later batch).
     pub fn next_batch(&mut self, size: usize) -> (usize, Vec<usize>) {
-        let total: f64 = self.datasets.iter().filter(|d| !d.examples.is_empty()).map(|d| d.weight).sum();
+        let total: f64 =
+            self.datasets.iter().filter(|d| !d.examples.is_empty()).map(|d| d.weight).sum();
         let mut r = self.state.rng.unit() * total;
         let mut k = 0;
         for (i, d) in self.datasets.iter().enumerate() {
@@ -205,7 +267,12 @@ impl<'a> Sampler<'a> {
             self.state.positions[k] += 1;
             let e = &d.examples[idx as usize];
             // (A distillation example's empty positive is no text.)
-            let texts: Vec<&str> = [Some(e.anchor.as_str()), Some(e.positive.as_str()), e.negative.as_deref()].into_iter().flatten().filter(|t| !t.is_empty()).collect();
+            let texts: Vec<&str> =
+                [Some(e.anchor.as_str()), Some(e.positive.as_str()), e.negative.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .filter(|t| !t.is_empty())
+                    .collect();
             if texts.iter().any(|t| seen.contains(t)) {
                 deferred.push(idx);
                 continue;
@@ -231,13 +298,25 @@ mod tests {
     use super::*;
 
     fn ds(pairs: &[(&str, &str)], weight: f64) -> Dataset {
-        let examples = pairs.iter().map(|(a, p)| Example { anchor: a.to_string(), positive: p.to_string(), negative: None }).collect();
+        let examples = pairs
+            .iter()
+            .map(|(a, p)| Example {
+                anchor: a.to_string(),
+                positive: p.to_string(),
+                negative: None,
+            })
+            .collect();
         Dataset { name: "d".into(), examples, dropped_eval_overlap: 0, weight, targets: None }
     }
 
     #[test]
     fn normalisation() {
-        let cases = [("A man, playing!", "a man playing"), ("  Two   dogs.  ", "two dogs"), ("“Quoted” — text…", "quoted text"), ("", "")];
+        let cases = [
+            ("A man, playing!", "a man playing"),
+            ("  Two   dogs.  ", "two dogs"),
+            ("“Quoted” — text…", "quoted text"),
+            ("", ""),
+        ];
         for (input, want) in cases {
             assert_eq!(normalize(input), want, "{input:?}");
         }
@@ -245,13 +324,15 @@ mod tests {
 
     #[test]
     fn batches_hold_no_repeated_text_and_cover_the_data() {
-        let data = [ds(&[("a", "b"), ("a", "c"), ("d", "e"), ("f", "g"), ("h", "b"), ("i", "j")], 1.0)];
+        let data =
+            [ds(&[("a", "b"), ("a", "c"), ("d", "e"), ("f", "g"), ("h", "b"), ("i", "j")], 1.0)];
         let mut s = Sampler::new(&data, 7);
         let mut seen = Vec::new();
         for _ in 0..6 {
             let (k, batch) = s.next_batch(3);
             let batch: Vec<&Example> = batch.iter().map(|&i| &data[k].examples[i]).collect();
-            let texts: Vec<&str> = batch.iter().flat_map(|e| [e.anchor.as_str(), e.positive.as_str()]).collect();
+            let texts: Vec<&str> =
+                batch.iter().flat_map(|e| [e.anchor.as_str(), e.positive.as_str()]).collect();
             let unique: HashSet<&str> = texts.iter().copied().collect();
             assert_eq!(unique.len(), texts.len(), "repeated text in {texts:?}");
             seen.extend(batch.iter().map(|e| (e.anchor.clone(), e.positive.clone())));
@@ -262,7 +343,10 @@ mod tests {
 
     #[test]
     fn resumed_sampler_continues_identically() {
-        let data = [ds(&[("a", "b"), ("c", "d"), ("e", "f"), ("g", "h")], 1.0), ds(&[("1", "2"), ("3", "4"), ("5", "6")], 3.0)];
+        let data = [
+            ds(&[("a", "b"), ("c", "d"), ("e", "f"), ("g", "h")], 1.0),
+            ds(&[("1", "2"), ("3", "4"), ("5", "6")], 3.0),
+        ];
         let mut a = Sampler::new(&data, 3);
         for _ in 0..5 {
             a.next_batch(2);

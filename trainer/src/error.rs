@@ -20,7 +20,9 @@ pub enum Error {
     Eval(#[from] st5_eval::EvalError),
     #[error("checkpoint {}: {message}", path.display())]
     Checkpoint { path: PathBuf, message: String },
-    #[error("{count} non-finite losses or gradients in a row at step {step} of stage `{stage}`; the last good checkpoint is kept")]
+    #[error(
+        "{count} non-finite losses or gradients in a row at step {step} of stage `{stage}`; the last good checkpoint is kept"
+    )]
     Diverged { stage: String, step: usize, count: usize },
 }
 

@@ -38,14 +38,20 @@ fn diagonal_cross_entropy(scores: Tensor<2>) -> Tensor<1> {
 impl ContrastiveLoss {
     /// `anchors` `[b, d]`, `positives` `[b, d]` (row `i` pairs with anchor `i`) and optional
     /// hard `negatives` `[m, d]` → the scalar loss `[1]`. Embeddings need not be normalised.
-    pub fn forward(&self, anchors: Tensor<2>, positives: Tensor<2>, negatives: Option<Tensor<2>>) -> Tensor<1> {
+    pub fn forward(
+        &self,
+        anchors: Tensor<2>,
+        positives: Tensor<2>,
+        negatives: Option<Tensor<2>>,
+    ) -> Tensor<1> {
         let (a, p) = (unit(anchors), unit(positives));
         let candidates = match negatives {
             Some(n) => Tensor::cat(vec![p.clone(), unit(n)], 0),
             None => p.clone(),
         };
         let scale = 1.0 / self.temperature;
-        let forward = diagonal_cross_entropy(a.clone().matmul(candidates.transpose()).mul_scalar(scale));
+        let forward =
+            diagonal_cross_entropy(a.clone().matmul(candidates.transpose()).mul_scalar(scale));
         if !self.symmetric {
             return forward;
         }

@@ -13,7 +13,10 @@ use st5_trainer::config::TrainConfig;
 use st5_trainer::train::{Event, Run};
 
 #[derive(Parser)]
-#[command(name = "trainer", about = "Sentence-T5 contrastive fine-tuning (Ni et al. 2021) on the st5 model code")]
+#[command(
+    name = "trainer",
+    about = "Sentence-T5 contrastive fine-tuning (Ni et al. 2021) on the st5 model code"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -51,7 +54,13 @@ fn keep_activations_in_the_heap() {}
 /// Peak resident memory of this process (Linux `VmHWM`), in MiB.
 fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: f64 = status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    let kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
     Some(kb / 1024.0)
 }
 
@@ -62,7 +71,10 @@ fn plot_from_csv(csv: &str) -> Vec<u8> {
     let (mut stage, mut offset, mut last) = (String::new(), 0.0, 0.0);
     for line in csv.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
-        let (Some(name), Some(step)) = (f.first(), f.get(1).and_then(|s| s.parse::<f64>().ok())) else { continue };
+        let (Some(name), Some(step)) = (f.first(), f.get(1).and_then(|s| s.parse::<f64>().ok()))
+        else {
+            continue;
+        };
         if *name != stage {
             if !stage.is_empty() {
                 offset = last;
@@ -84,7 +96,8 @@ fn plot_from_csv(csv: &str) -> Vec<u8> {
 fn main() -> Result<()> {
     keep_activations_in_the_heap();
     let Command::Train { config, resume } = Cli::parse().command;
-    let text = std::fs::read_to_string(&config).with_context(|| format!("reading {}", config.display()))?;
+    let text = std::fs::read_to_string(&config)
+        .with_context(|| format!("reading {}", config.display()))?;
     let cfg = TrainConfig::from_file(&config)?;
     let log_dir = cfg.checkpoint_dir.clone().unwrap_or_else(|| cfg.output.with_extension("log"));
     std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
@@ -96,7 +109,8 @@ fn main() -> Result<()> {
             let stage_of = |name: &str| run.cfg.stages.iter().position(|st| st.name == name);
             let keep = |line: &str| {
                 let mut f = line.split(',');
-                match (f.next().and_then(stage_of), f.next().and_then(|x| x.parse::<usize>().ok())) {
+                match (f.next().and_then(stage_of), f.next().and_then(|x| x.parse::<usize>().ok()))
+                {
                     (Some(i), Some(step)) => i < s.stage || (i == s.stage && step <= s.step),
                     _ => false,
                 }
@@ -105,7 +119,8 @@ fn main() -> Result<()> {
         }
         _ => String::new(),
     };
-    let mut csv = std::fs::File::create(&csv_path).with_context(|| format!("opening {}", csv_path.display()))?;
+    let mut csv = std::fs::File::create(&csv_path)
+        .with_context(|| format!("opening {}", csv_path.display()))?;
     write!(csv, "stage,step,loss,lr,pairs_per_s,dev_spearman\n{kept}")?;
     let mut data_notes = String::new();
     let mut bar: Option<ProgressBar> = None;
@@ -140,21 +155,38 @@ fn main() -> Result<()> {
         b.finish();
     }
     let mut card = match &run.cfg.card {
-        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading the model card {}", p.display()))?.trim_end().to_string() + "\n\n# The training run\n\n",
+        Some(p) => {
+            std::fs::read_to_string(p)
+                .with_context(|| format!("reading the model card {}", p.display()))?
+                .trim_end()
+                .to_string()
+                + "\n\n# The training run\n\n"
+        }
         None => format!(
             "# {}\n\nA Sentence-T5 model trained with st5's `trainer` (Ni et al. 2021: in-batch softmax contrastive loss; distillation stages: MSE to stored teacher embeddings).\n\n",
-            run.cfg.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+            run.cfg
+                .output
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
         ),
     };
     let _ = writeln!(card, "## Data\n\n{data_notes}");
     let _ = writeln!(card, "## Dev curve (STS-B dev, Spearman × 100 of cosine similarity)\n");
     for m in run.metrics.iter().filter(|m| m.dev_spearman.is_some()) {
-        let _ = writeln!(card, "- {} step {}: {:.2}", m.stage, m.step, m.dev_spearman.unwrap_or_default());
+        let _ = writeln!(
+            card,
+            "- {} step {}: {:.2}",
+            m.stage,
+            m.step,
+            m.dev_spearman.unwrap_or_default()
+        );
     }
     let _ = writeln!(card, "\n## Config\n\n```toml\n{}\n```", text.trim());
     run.export(card)?;
     let plot_path = log_dir.join("metrics.png");
-    std::fs::write(&plot_path, plot_from_csv(&std::fs::read_to_string(&csv_path)?)).with_context(|| format!("writing {}", plot_path.display()))?;
+    std::fs::write(&plot_path, plot_from_csv(&std::fs::read_to_string(&csv_path)?))
+        .with_context(|| format!("writing {}", plot_path.display()))?;
     eprintln!(
         "wrote {} in {:.1} s; metrics in {} and {}; peak memory {}",
         run.cfg.output.display(),

@@ -92,7 +92,15 @@ impl Canvas {
 }
 
 /// One panel: `points` `(step, value)` scaled into the box at `x0`.
-fn panel(c: &mut Canvas, x0: i64, title: &str, points: &[(f64, f64)], max_step: f64, breaks: &[f64], color: [u8; 3]) {
+fn panel(
+    c: &mut Canvas,
+    x0: i64,
+    title: &str,
+    points: &[(f64, f64)],
+    max_step: f64,
+    breaks: &[f64],
+    color: [u8; 3],
+) {
     let (left, top, w, h) = (x0 + 60, 30i64, 360i64, 260i64);
     c.text(left, 8, title);
     c.line((left, top), (left, top + h), [0; 3]);
@@ -101,11 +109,17 @@ fn panel(c: &mut Canvas, x0: i64, title: &str, points: &[(f64, f64)], max_step: 
     if finite.is_empty() {
         return;
     }
-    let (mut lo, mut hi) = finite.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let (mut lo, mut hi) =
+        finite.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
     if hi - lo < 1e-9 {
         (lo, hi) = (lo - 0.5, hi + 0.5);
     }
-    let to_px = |(s, v): (f64, f64)| (left + (s / max_step.max(1.0) * w as f64) as i64, top + h - ((v - lo) / (hi - lo) * h as f64) as i64);
+    let to_px = |(s, v): (f64, f64)| {
+        (
+            left + (s / max_step.max(1.0) * w as f64) as i64,
+            top + h - ((v - lo) / (hi - lo) * h as f64) as i64,
+        )
+    };
     for &b in breaks {
         let x = to_px((b, lo)).0;
         c.line((x, top), (x, top + h), [190; 3]);

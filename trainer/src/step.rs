@@ -26,7 +26,12 @@ pub struct Batch {
 impl Batch {
     /// Every sequence in the order anchors, positives, negatives.
     fn all(&self) -> Vec<&[u32]> {
-        self.anchors.iter().chain(&self.positives).chain(&self.negatives).map(Vec::as_slice).collect()
+        self.anchors
+            .iter()
+            .chain(&self.positives)
+            .chain(&self.negatives)
+            .map(Vec::as_slice)
+            .collect()
     }
     pub fn len(&self) -> usize {
         self.anchors.len()
@@ -55,7 +60,13 @@ fn loss_of(loss: &ContrastiveLoss, emb: Tensor<2>, b: usize, negatives: bool) ->
 
 /// The batch's loss and the gradients of every parameter of `model`, which lives on
 /// `base.autodiff()`. `chunk`: GradCache with this many texts per forward; `None`: plain.
-pub fn gradients(model: &SentenceT5, batch: &Batch, loss: &ContrastiveLoss, chunk: Option<usize>, base: &Device) -> (f32, GradientsParams) {
+pub fn gradients(
+    model: &SentenceT5,
+    batch: &Batch,
+    loss: &ContrastiveLoss,
+    chunk: Option<usize>,
+    base: &Device,
+) -> (f32, GradientsParams) {
     let device = &base.clone().autodiff();
     let all = batch.all();
     let (b, negatives) = (batch.len(), !batch.negatives.is_empty());
@@ -85,7 +96,12 @@ pub fn gradients(model: &SentenceT5, batch: &Batch, loss: &ContrastiveLoss, chun
 /// Distillation (Reimers & Gurevych 2020, §3): the mean squared error between the model's
 /// embeddings of `texts` and the teacher's `targets` (`[texts.len(), dim]` row-major), and the
 /// gradients of every parameter.
-pub fn distill_gradients(model: &SentenceT5, texts: &[Vec<u32>], targets: &[f32], base: &Device) -> (f32, GradientsParams) {
+pub fn distill_gradients(
+    model: &SentenceT5,
+    texts: &[Vec<u32>],
+    targets: &[f32],
+    base: &Device,
+) -> (f32, GradientsParams) {
     let device = &base.clone().autodiff();
     let seqs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
     let emb = embed(model, &seqs, device);
@@ -97,5 +113,10 @@ pub fn distill_gradients(model: &SentenceT5, texts: &[Vec<u32>], targets: &[f32]
 }
 
 fn scalar(t: Tensor<1>) -> f32 {
-    t.into_data().convert::<f32>().try_to_vec::<f32>().ok().and_then(|v| v.first().copied()).unwrap_or(f32::NAN)
+    t.into_data()
+        .convert::<f32>()
+        .try_to_vec::<f32>()
+        .ok()
+        .and_then(|v| v.first().copied())
+        .unwrap_or(f32::NAN)
 }

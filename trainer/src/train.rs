@@ -96,7 +96,14 @@ fn clip_global_norm(model: &SentenceT5, grads: &mut GradientsParams, max: f32) -
     impl ModuleVisitor for Norm<'_> {
         fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
             if let Some(g) = self.0.get::<D>(p.id) {
-                let s: f32 = g.square().sum().into_data().convert::<f32>().try_to_vec::<f32>().map(|v| v[0]).unwrap_or(f32::NAN);
+                let s: f32 = g
+                    .square()
+                    .sum()
+                    .into_data()
+                    .convert::<f32>()
+                    .try_to_vec::<f32>()
+                    .map(|v| v[0])
+                    .unwrap_or(f32::NAN);
                 self.1 += s as f64;
             }
         }
@@ -137,12 +144,25 @@ fn normal(rng: &mut Rng, n: usize, std: f64) -> Vec<f32> {
 
 /// A random model from a T5 `config.json` (`[model] init` names the file): encoder only, the
 /// configured pooling (default enc-mean), Normalize; the tokenizer from `[model] tokenizer`.
-fn random_model(config: &Path, cfg: &TrainConfig, device: &Device) -> Result<(SentenceT5, T5Tokenizer, st5_core::layout::ModelLayout)> {
+fn random_model(
+    config: &Path,
+    cfg: &TrainConfig,
+    device: &Device,
+) -> Result<(SentenceT5, T5Tokenizer, st5_core::layout::ModelLayout)> {
     let t5 = st5_core::T5Config::from_file(config)?;
-    let variant = cfg.model.variant.as_deref().map(str::parse::<Variant>).transpose()?.unwrap_or(Variant::EncMean);
+    let variant = cfg
+        .model
+        .variant
+        .as_deref()
+        .map(str::parse::<Variant>)
+        .transpose()?
+        .unwrap_or(Variant::EncMean);
     let head = st5_core::HeadConfig { variant, dense: Vec::new(), normalize: true };
     let model = SentenceT5::init(&t5, &head, device);
-    let tok = cfg.model.tokenizer.as_ref().ok_or_else(|| Error::Config { path: config.into(), message: "a model initialised from a config.json needs [model] tokenizer".into() })?;
+    let tok = cfg.model.tokenizer.as_ref().ok_or_else(|| Error::Config {
+        path: config.into(),
+        message: "a model initialised from a config.json needs [model] tokenizer".into(),
+    })?;
     let max_len = cfg.model.max_seq_length.unwrap_or(512);
     let tokenizer = T5Tokenizer::from_file(tok, max_len)?;
     let layout = st5_core::layout::ModelLayout {
@@ -183,9 +203,16 @@ impl Run {
             _ => Device::flex(),
         };
         let ad = base.clone().autodiff();
-        let checkpoint = cfg.checkpoint_dir.as_ref().map(|d| d.join("latest")).filter(|d| resume && d.join("trainer_state.json").is_file());
+        let checkpoint = cfg
+            .checkpoint_dir
+            .as_ref()
+            .map(|d| d.join("latest"))
+            .filter(|d| resume && d.join("trainer_state.json").is_file());
         if resume && checkpoint.is_none() {
-            eprintln!("trainer: --resume, but no checkpoint yet; starting from {}", cfg.model.init.display());
+            eprintln!(
+                "trainer: --resume, but no checkpoint yet; starting from {}",
+                cfg.model.init.display()
+            );
         }
         let source = checkpoint.clone().unwrap_or_else(|| cfg.model.init.clone());
         let options = LoadOptions {
@@ -210,33 +237,68 @@ impl Run {
                 message: "variant encdec-first cannot be written as a sentence-transformers directory; train enc-mean or enc-first".into(),
             });
         }
-        let config_path = if source.is_file() { source.clone() } else { source.join(&layout.transformer).join("config.json") };
-        let config_json = serde_json::from_slice(&std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?)
-            .map_err(|e| Error::Checkpoint { path: config_path.clone(), message: e.to_string() })?;
-        let tok_path = cfg.model.tokenizer.clone().or_else(|| layout.tokenizer.as_ref().map(|t| source.join(t))).expect("a tokenizer was loaded");
+        let config_path = if source.is_file() {
+            source.clone()
+        } else {
+            source.join(&layout.transformer).join("config.json")
+        };
+        let config_json = serde_json::from_slice(
+            &std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?,
+        )
+        .map_err(|e| Error::Checkpoint { path: config_path.clone(), message: e.to_string() })?;
+        let tok_path = cfg
+            .model
+            .tokenizer
+            .clone()
+            .or_else(|| layout.tokenizer.as_ref().map(|t| source.join(t)))
+            .expect("a tokenizer was loaded");
         let tokenizer_json = std::fs::read(&tok_path).map_err(|e| Error::io(&tok_path, e))?;
         if model.dense.is_empty() {
             // The paper's projection: d_model → dim, no bias, created when the source has none.
-            let (d_in, d_out) = (layout.config.d_model, cfg.model.dim.unwrap_or(layout.config.d_model));
+            let (d_in, d_out) =
+                (layout.config.d_model, cfg.model.dim.unwrap_or(layout.config.d_model));
             let w = normal(&mut Rng(cfg.seed ^ 0xD15E), d_in * d_out, (d_in as f64).powf(-0.5));
-            let weight = Param::from_tensor(Tensor::<2>::from_data(TensorData::new(w, [d_in, d_out]), &ad));
+            let weight =
+                Param::from_tensor(Tensor::<2>::from_data(TensorData::new(w, [d_in, d_out]), &ad));
             model.dense.push(Linear { weight, bias: None });
         }
         let mut state = None;
         if let Some(dir) = &checkpoint {
-            let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| Error::io(dir.join(name), e));
-            let s: TrainState = serde_json::from_slice(&read("trainer_state.json")?)
-                .map_err(|e| Error::Checkpoint { path: dir.clone(), message: format!("trainer_state.json: {e}") })?;
+            let read = |name: &str| {
+                std::fs::read(dir.join(name)).map_err(|e| Error::io(dir.join(name), e))
+            };
+            let s: TrainState =
+                serde_json::from_slice(&read("trainer_state.json")?).map_err(|e| {
+                    Error::Checkpoint {
+                        path: dir.clone(),
+                        message: format!("trainer_state.json: {e}"),
+                    }
+                })?;
             model = model.map(&mut SetIds(Vec::new(), &s.param_ids));
             state = Some((s, read("optimizer.bpk")?));
         }
         let exclude = data::eval_sentences(&cfg.eval_data)?;
-        let mut dev = st5_eval::data::sts_benchmark(&cfg.eval_data.join("stsbenchmark/sts-dev.csv"))?;
+        let mut dev =
+            st5_eval::data::sts_benchmark(&cfg.eval_data.join("stsbenchmark/sts-dev.csv"))?;
         if cfg.eval_pairs > 0 {
             dev.truncate(cfg.eval_pairs);
         }
         let max_len = tokenizer.max_len();
-        Ok((Self { cfg, base, model, tokenizer, config_json, tokenizer_json, max_len, dev, exclude, metrics: Vec::new() }, state))
+        Ok((
+            Self {
+                cfg,
+                base,
+                model,
+                tokenizer,
+                config_json,
+                tokenizer_json,
+                max_len,
+                dev,
+                exclude,
+                metrics: Vec::new(),
+            },
+            state,
+        ))
     }
 
     fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
@@ -251,7 +313,11 @@ impl Run {
         let mut emb = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(64) {
             let seqs: Vec<&[u32]> = chunk.iter().map(Vec::as_slice).collect();
-            let out = embed(&frozen, &seqs, &self.base).into_data().convert::<f32>().try_to_vec::<f32>().map_err(|e| st5_core::Error::Readback(format!("{e:?}")))?;
+            let out = embed(&frozen, &seqs, &self.base)
+                .into_data()
+                .convert::<f32>()
+                .try_to_vec::<f32>()
+                .map_err(|e| st5_core::Error::Readback(format!("{e:?}")))?;
             let dim = out.len() / seqs.len();
             emb.extend(out.chunks(dim).map(<[f32]>::to_vec));
         }
@@ -260,60 +326,126 @@ impl Run {
         Ok(100.0 * st5_eval::stats::spearman(&sims, &gold))
     }
 
-    fn save(&self, dir: &Path, readme: Option<String>, extra: Vec<(String, Vec<u8>)>, f16: bool) -> Result<()> {
-        let options = SaveOptions { config: self.config_json.clone(), tokenizer_json: &self.tokenizer_json, max_seq_length: self.max_len, readme, extra, f16 };
+    fn save(
+        &self,
+        dir: &Path,
+        readme: Option<String>,
+        extra: Vec<(String, Vec<u8>)>,
+        f16: bool,
+    ) -> Result<()> {
+        let options = SaveOptions {
+            config: self.config_json.clone(),
+            tokenizer_json: &self.tokenizer_json,
+            max_seq_length: self.max_len,
+            readme,
+            extra,
+            f16,
+        };
         Ok(save_sentence_transformers(&self.model.valid(), dir, &options)?)
     }
 
     fn checkpoint(&self, state: &TrainState, optim: &ModuleOptimizer) -> Result<Option<PathBuf>> {
         let Some(dir) = &self.cfg.checkpoint_dir else { return Ok(None) };
         let latest = dir.join("latest");
-        let bytes = optim.to_record().into_bytes().map_err(|e| Error::Checkpoint { path: latest.clone(), message: format!("optimizer state: {e:?}") })?;
+        let bytes = optim.to_record().into_bytes().map_err(|e| Error::Checkpoint {
+            path: latest.clone(),
+            message: format!("optimizer state: {e:?}"),
+        })?;
         let state_json = serde_json::to_vec_pretty(state).expect("state serialises");
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         // f32: a resumed run must continue from exactly these weights.
-        self.save(&latest, None, vec![("trainer_state.json".into(), state_json), ("optimizer.bpk".into(), bytes.to_vec())], false)?;
+        self.save(
+            &latest,
+            None,
+            vec![
+                ("trainer_state.json".into(), state_json),
+                ("optimizer.bpk".into(), bytes.to_vec()),
+            ],
+            false,
+        )?;
         Ok(Some(latest))
     }
 
     /// Runs every stage from `resume_state` (or the start), reporting through `on`.
-    pub fn train(&mut self, resume_state: Option<(TrainState, Vec<u8>)>, mut on: impl FnMut(Event<'_>)) -> Result<()> {
+    pub fn train(
+        &mut self,
+        resume_state: Option<(TrainState, Vec<u8>)>,
+        mut on: impl FnMut(Event<'_>),
+    ) -> Result<()> {
         let (mut state, mut record) = match resume_state {
             Some((s, bytes)) => (s, Some(bytes)),
-            None => (TrainState { stage: 0, step: 0, sampler: None, bad_steps: 0, param_ids: BTreeMap::new() }, None),
+            None => (
+                TrainState {
+                    stage: 0,
+                    step: 0,
+                    sampler: None,
+                    bad_steps: 0,
+                    param_ids: BTreeMap::new(),
+                },
+                None,
+            ),
         };
         let stages = self.cfg.stages.clone();
         for (si, stage) in stages.iter().enumerate().skip(state.stage) {
-            let datasets: Vec<Dataset> = stage.datasets.iter().map(|d| data::load(d, &self.exclude)).collect::<Result<_>>()?;
+            let datasets: Vec<Dataset> = stage
+                .datasets
+                .iter()
+                .map(|d| data::load(d, &self.exclude))
+                .collect::<Result<_>>()?;
             let mut stage = stage.clone();
             stage.resolve_steps(datasets.iter().map(|d| d.examples.len()).sum());
             let stage = &stage;
             on(Event::StageStart { stage, datasets: &datasets });
             let mut optim = optimizer(stage);
             if let Some(bytes) = record.take() {
-                let rec = OptimizerRecord::from_bytes(Bytes::from_bytes_vec(bytes)).map_err(|e| Error::Checkpoint { path: PathBuf::from("optimizer.bpk"), message: format!("{e:?}") })?;
+                let rec =
+                    OptimizerRecord::from_bytes(Bytes::from_bytes_vec(bytes)).map_err(|e| {
+                        Error::Checkpoint {
+                            path: PathBuf::from("optimizer.bpk"),
+                            message: format!("{e:?}"),
+                        }
+                    })?;
                 optim = optim.load_record(rec);
             }
             let mut sampler = match state.sampler.take() {
                 Some(s) => Sampler::resume(&datasets, s),
                 None => Sampler::new(&datasets, self.cfg.seed.wrapping_add(si as u64)),
             };
-            let loss = ContrastiveLoss { temperature: stage.temperature, symmetric: stage.symmetric };
+            let loss =
+                ContrastiveLoss { temperature: stage.temperature, symmetric: stage.symmetric };
             let chunk = (stage.chunk_size > 0).then_some(stage.chunk_size);
             for step in state.step..stage.steps {
                 let started = Instant::now();
                 let (k, picked) = sampler.next_batch(stage.batch_size);
-                let examples: Vec<&data::Example> = picked.iter().map(|&i| &datasets[k].examples[i]).collect();
+                let examples: Vec<&data::Example> =
+                    picked.iter().map(|&i| &datasets[k].examples[i]).collect();
                 let anchors: Vec<&str> = examples.iter().map(|e| e.anchor.as_str()).collect();
                 let (value, mut grads, pairs) = if let Some((targets, dim)) = &datasets[k].targets {
-                    let rows: Vec<f32> = picked.iter().flat_map(|&i| targets[i * dim..(i + 1) * dim].iter().copied()).collect();
-                    let (v, g) = distill_gradients(&self.model, &self.tokenize(&anchors)?, &rows, &self.base);
+                    let rows: Vec<f32> = picked
+                        .iter()
+                        .flat_map(|&i| targets[i * dim..(i + 1) * dim].iter().copied())
+                        .collect();
+                    let (v, g) = distill_gradients(
+                        &self.model,
+                        &self.tokenize(&anchors)?,
+                        &rows,
+                        &self.base,
+                    );
                     (v, g, examples.len())
                 } else {
                     let with_neg = examples.iter().all(|e| e.negative.is_some());
-                    let positives: Vec<&str> = examples.iter().map(|e| e.positive.as_str()).collect();
-                    let negatives: Vec<&str> = if with_neg { examples.iter().filter_map(|e| e.negative.as_deref()).collect() } else { Vec::new() };
-                    let batch = Batch { anchors: self.tokenize(&anchors)?, positives: self.tokenize(&positives)?, negatives: self.tokenize(&negatives)? };
+                    let positives: Vec<&str> =
+                        examples.iter().map(|e| e.positive.as_str()).collect();
+                    let negatives: Vec<&str> = if with_neg {
+                        examples.iter().filter_map(|e| e.negative.as_deref()).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let batch = Batch {
+                        anchors: self.tokenize(&anchors)?,
+                        positives: self.tokenize(&positives)?,
+                        negatives: self.tokenize(&negatives)?,
+                    };
                     let (v, g) = gradients(&self.model, &batch, &loss, chunk, &self.base);
                     (v, g, batch.len())
                 };
@@ -322,7 +454,11 @@ impl Run {
                     state.bad_steps += 1;
                     on(Event::Skipped { stage: &stage.name, step, loss: value });
                     if state.bad_steps >= self.cfg.max_bad_steps {
-                        return Err(Error::Diverged { stage: stage.name.clone(), step, count: state.bad_steps });
+                        return Err(Error::Diverged {
+                            stage: stage.name.clone(),
+                            step,
+                            count: state.bad_steps,
+                        });
                     }
                     continue;
                 }
@@ -330,12 +466,27 @@ impl Run {
                 let lr = stage.lr_at(step);
                 self.model = optim.step(lr, self.model.clone(), grads);
                 let last = step + 1 == stage.steps;
-                let dev_spearman = if (self.cfg.eval_every > 0 && (step + 1) % self.cfg.eval_every == 0) || last { Some(self.dev_spearman()?) } else { None };
-                let metric = Metric { stage: stage.name.clone(), step: step + 1, loss: value, lr, pairs_per_s: pairs as f64 / started.elapsed().as_secs_f64(), dev_spearman };
+                let dev_spearman =
+                    if (self.cfg.eval_every > 0 && (step + 1) % self.cfg.eval_every == 0) || last {
+                        Some(self.dev_spearman()?)
+                    } else {
+                        None
+                    };
+                let metric = Metric {
+                    stage: stage.name.clone(),
+                    step: step + 1,
+                    loss: value,
+                    lr,
+                    pairs_per_s: pairs as f64 / started.elapsed().as_secs_f64(),
+                    dev_spearman,
+                };
                 on(Event::Step(&metric));
                 self.metrics.push(metric);
                 let (next_stage, next_step) = if last { (si + 1, 0) } else { (si, step + 1) };
-                if last || (self.cfg.checkpoint_every > 0 && (step + 1) % self.cfg.checkpoint_every == 0) {
+                if last
+                    || (self.cfg.checkpoint_every > 0
+                        && (step + 1) % self.cfg.checkpoint_every == 0)
+                {
                     let s = TrainState {
                         stage: next_stage,
                         step: next_step,
@@ -357,6 +508,11 @@ impl Run {
 
     /// Writes the trained model to `cfg.output` with a model card.
     pub fn export(&self, card: String) -> Result<()> {
-        self.save(&self.cfg.output, Some(card), Vec::new(), self.cfg.model.save_dtype.as_deref() == Some("f16"))
+        self.save(
+            &self.cfg.output,
+            Some(card),
+            Vec::new(),
+            self.cfg.model.save_dtype.as_deref() == Some("f16"),
+        )
     }
 }

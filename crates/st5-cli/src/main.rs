@@ -27,7 +27,8 @@ const DEFAULT_MODEL: &[(&str, &[u8])] = embed_model!("models/st5-mini":
     "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors", "3_Normalize/config.json",
 );
 /// `model.safetensors` as committed: in parts under 20 MiB (`scripts/model-parts.sh`), joined at load.
-const DEFAULT_WEIGHT_PARTS: &[(&str, &[u8])] = embed_model!("models/st5-mini": "model.safetensors.part0", "model.safetensors.part1");
+const DEFAULT_WEIGHT_PARTS: &[(&str, &[u8])] =
+    embed_model!("models/st5-mini": "model.safetensors.part0", "model.safetensors.part1");
 /// How messages name the built-in model's files.
 const DEFAULT_LABEL: &str = "built-in st5-mini:";
 
@@ -136,22 +137,46 @@ impl ModelArgs {
             max_buffer_bytes: None,
         };
         let (embedder, name) = match &self.model {
-            Some(dir) => (Embedder::load(dir, &options, &device).with_context(|| format!("loading model {}", dir.display()))?, dir.display().to_string()),
+            Some(dir) => (
+                Embedder::load(dir, &options, &device)
+                    .with_context(|| format!("loading model {}", dir.display()))?,
+                dir.display().to_string(),
+            ),
             None => {
-                let mut files: std::collections::BTreeMap<String, Vec<u8>> = DEFAULT_MODEL.iter().map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
-                files.insert("model.safetensors".into(), DEFAULT_WEIGHT_PARTS.iter().flat_map(|(_, bytes)| bytes.iter().copied()).collect());
+                let mut files: std::collections::BTreeMap<String, Vec<u8>> = DEFAULT_MODEL
+                    .iter()
+                    .map(|(rel, bytes)| (rel.to_string(), bytes.to_vec()))
+                    .collect();
+                files.insert(
+                    "model.safetensors".into(),
+                    DEFAULT_WEIGHT_PARTS
+                        .iter()
+                        .flat_map(|(_, bytes)| bytes.iter().copied())
+                        .collect(),
+                );
                 let files = MemoryFiles { files, label: DEFAULT_LABEL.into() };
-                (Embedder::load_from(&files, &options, &device).context("loading the built-in model")?, "the built-in model".into())
+                (
+                    Embedder::load_from(&files, &options, &device)
+                        .context("loading the built-in model")?,
+                    "the built-in model".into(),
+                )
             }
         };
         let unused = &embedder.report().unused;
         // A decoder and LM head are expected leftovers when an enc-* variant reads a full T5.
         let surprising: Vec<&String> = unused
             .iter()
-            .filter(|n| embedder.variant().needs_decoder() || !(n.starts_with("decoder.") || n.starts_with("lm_head.")))
+            .filter(|n| {
+                embedder.variant().needs_decoder()
+                    || !(n.starts_with("decoder.") || n.starts_with("lm_head."))
+            })
             .collect();
         if !surprising.is_empty() {
-            eprintln!("warning: {} unused tensor(s) in {name}: {}", surprising.len(), join_some(&surprising, 8));
+            eprintln!(
+                "warning: {} unused tensor(s) in {name}: {}",
+                surprising.len(),
+                join_some(&surprising, 8)
+            );
         }
         Ok(embedder)
     }
@@ -185,7 +210,10 @@ fn read_lines(bytes: Vec<u8>, source: &str) -> Result<Vec<String>> {
 
 fn read_input(path: Option<&Path>) -> Result<Vec<String>> {
     match path {
-        Some(p) => read_lines(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?, &p.display().to_string()),
+        Some(p) => read_lines(
+            std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+            &p.display().to_string(),
+        ),
         None => {
             let mut buf = Vec::new();
             std::io::stdin().read_to_end(&mut buf).context("reading stdin")?;
@@ -198,7 +226,10 @@ fn embed(embedder: &Embedder, texts: &[String]) -> st5_core::Result<Embeddings> 
     // Only draw a bar for a person watching, and only when there is more than one batch.
     let bar = (std::io::stderr().is_terminal() && texts.len() > 64).then(|| {
         let bar = ProgressBar::new(texts.len() as u64);
-        bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} texts {per_sec} eta {eta}").expect("valid template"));
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} texts {per_sec} eta {eta}")
+                .expect("valid template"),
+        );
         bar
     });
     let out = embedder.embed_with_progress(texts, |done, _| {
@@ -224,13 +255,18 @@ fn write_output(path: Option<&Path>, e: &Embeddings) -> Result<()> {
     let Some(path) = path else { return write_jsonl(std::io::stdout().lock(), e) };
     // Write beside the target and rename, so a failure never leaves a half-written file.
     let tmp = path.with_extension("partial");
-    let file = std::io::BufWriter::new(std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?);
+    let file = std::io::BufWriter::new(
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
+    );
     let result = if path.extension().is_some_and(|x| x == "jsonl") {
         write_jsonl(file, e)
     } else {
         st5_core::npy::write_f32(file, &e.data, e.len(), e.dim).map_err(Into::into)
     };
-    result.and_then(|()| std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display())))
+    result
+        .and_then(|()| {
+            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+        })
         .inspect_err(|_| {
             let _ = std::fs::remove_file(&tmp);
         })
@@ -274,7 +310,11 @@ fn main() -> Result<()> {
                 data_dir: data,
                 glue_dir,
                 tasks: st5_eval::expand_tasks(&tasks)?,
-                protocol: st5_eval::tasks::Protocol { outer_folds, inner_folds, ..Default::default() },
+                protocol: st5_eval::tasks::Protocol {
+                    outer_folds,
+                    inner_folds,
+                    ..Default::default()
+                },
             };
             let embedder = model.load()?;
             let report = st5_eval::run(&options, &mut |texts| {
@@ -283,17 +323,22 @@ fn main() -> Result<()> {
             })?;
             print!("{}", report.markdown());
             let tmp = json.with_extension("partial");
-            std::fs::write(&tmp, serde_json::to_vec_pretty(&report)?).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::write(&tmp, serde_json::to_vec_pretty(&report)?)
+                .with_context(|| format!("writing {}", tmp.display()))?;
             std::fs::rename(&tmp, &json).with_context(|| format!("writing {}", json.display()))?;
             eprintln!("wrote {}", json.display());
             Ok(())
         }
         Command::Search { model, corpus, k, query } => {
-            let docs = read_lines(std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?, &corpus.display().to_string())?;
+            let docs = read_lines(
+                std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?,
+                &corpus.display().to_string(),
+            )?;
             let embedder = model.load()?;
             let e = embed(&embedder, &docs)?;
             let q = embedder.embed(&[query.as_str()])?;
-            let mut scored: Vec<(usize, f32)> = e.rows().map(|r| cosine(q.row(0), r)).enumerate().collect();
+            let mut scored: Vec<(usize, f32)> =
+                e.rows().map(|r| cosine(q.row(0), r)).enumerate().collect();
             scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             let mut out = std::io::stdout().lock();
             for (rank, (i, s)) in scored.into_iter().take(k).enumerate() {

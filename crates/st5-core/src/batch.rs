@@ -5,7 +5,11 @@
 /// lengths (sorted by length, longest first, ties in input order). A batch whose longest text
 /// has `n` tokens holds at most `max_rows(n)` texts (at least one), so that no device buffer
 /// outgrows the device's limits.
-pub fn plan_batches(lengths: &[usize], batch_size: usize, max_rows: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
+pub fn plan_batches(
+    lengths: &[usize],
+    batch_size: usize,
+    max_rows: impl Fn(usize) -> usize,
+) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..lengths.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(lengths[i]));
     let mut batches = Vec::new();

@@ -44,17 +44,39 @@ impl FeedForward {
     }
 }
 
-fn d_vocab() -> usize { 32128 }
-fn d_model() -> usize { 512 }
-fn d_kv() -> usize { 64 }
-fn d_ff() -> usize { 2048 }
-fn n_layers() -> usize { 6 }
-fn n_heads() -> usize { 8 }
-fn n_buckets() -> usize { 32 }
-fn max_dist() -> usize { 128 }
-fn eps() -> f64 { 1e-6 }
-fn ff_proj() -> String { "relu".into() }
-fn yes() -> bool { true }
+fn d_vocab() -> usize {
+    32128
+}
+fn d_model() -> usize {
+    512
+}
+fn d_kv() -> usize {
+    64
+}
+fn d_ff() -> usize {
+    2048
+}
+fn n_layers() -> usize {
+    6
+}
+fn n_heads() -> usize {
+    8
+}
+fn n_buckets() -> usize {
+    32
+}
+fn max_dist() -> usize {
+    128
+}
+fn eps() -> f64 {
+    1e-6
+}
+fn ff_proj() -> String {
+    "relu".into()
+}
+fn yes() -> bool {
+    true
+}
 
 /// T5 hyper-parameters, with Hugging Face's defaults for absent keys.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -105,14 +127,16 @@ impl T5Config {
 
     /// Parses and validates the bytes of a `config.json`; `path` names it in errors.
     pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Self> {
-        let cfg: Self = serde_json::from_slice(bytes).map_err(|source| Error::Json { path: path.into(), source })?;
+        let cfg: Self = serde_json::from_slice(bytes)
+            .map_err(|source| Error::Json { path: path.into(), source })?;
         cfg.validate().map_err(|m| Error::config(path, m))?;
         Ok(cfg)
     }
 
     /// The parsed feed-forward kind. Valid after [`validate`](Self::validate).
     pub fn feed_forward(&self) -> FeedForward {
-        FeedForward::parse(&self.feed_forward_proj).unwrap_or(FeedForward { activation: Activation::Relu, gated: false })
+        FeedForward::parse(&self.feed_forward_proj)
+            .unwrap_or(FeedForward { activation: Activation::Relu, gated: false })
     }
 
     pub fn decoder_layers(&self) -> usize {
@@ -150,7 +174,9 @@ impl T5Config {
     pub fn validate(&self) -> Result<(), String> {
         if let Some(t) = self.model_type.as_deref() {
             if !matches!(t, "t5" | "mt5") {
-                return Err(format!("model_type `{t}` is not supported (expected `t5` or `mt5`; umT5's per-layer position bias is not T5's)"));
+                return Err(format!(
+                    "model_type `{t}` is not supported (expected `t5` or `mt5`; umT5's per-layer position bias is not T5's)"
+                ));
             }
         }
         for (key, v) in [
@@ -221,7 +247,10 @@ mod tests {
             (r#"{"num_heads": 0}"#, Some("num_heads")),
             (r#"{"feed_forward_proj": "gated-tanh"}"#, Some("feed_forward_proj")),
             (r#"{"relative_attention_num_buckets": 2}"#, Some("relative_attention_num_buckets")),
-            (r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 16}"#, Some("relative_attention_max_distance")),
+            (
+                r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 16}"#,
+                Some("relative_attention_max_distance"),
+            ),
             (r#"{"layer_norm_epsilon": -1.0}"#, Some("layer_norm_epsilon")),
             (r#"{"model_type": "umt5"}"#, Some("umt5")),
         ];
@@ -240,7 +269,8 @@ mod tests {
         let cfg = T5Config::default();
         assert_eq!((cfg.d_model, cfg.d_kv, cfg.num_heads, cfg.decoder_layers()), (512, 64, 8, 6));
         assert!(cfg.tie_word_embeddings);
-        let cfg: T5Config = serde_json::from_str(r#"{"num_layers": 3, "d_kv": 6, "num_heads": 3}"#).unwrap();
+        let cfg: T5Config =
+            serde_json::from_str(r#"{"num_layers": 3, "d_kv": 6, "num_heads": 3}"#).unwrap();
         assert_eq!((cfg.decoder_layers(), cfg.inner_dim()), (3, 18));
     }
 }

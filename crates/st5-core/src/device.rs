@@ -1,9 +1,9 @@
 //! Backend selection: burn's flex CPU backend or its wgpu backend (Vulkan, Metal, DX12; lavapipe
 //! in CI). Model code never names a backend: it takes the [`Device`] chosen here.
 
+use burn::tensor::Device;
 use std::fmt;
 use std::str::FromStr;
-use burn::tensor::Device;
 
 use crate::error::{Error, Result};
 
@@ -45,7 +45,8 @@ impl Backend {
         match self {
             Backend::Cpu => Ok(Device::flex()),
             Backend::Wgpu => {
-                static WGPU: std::sync::OnceLock<std::result::Result<Device, String>> = std::sync::OnceLock::new();
+                static WGPU: std::sync::OnceLock<std::result::Result<Device, String>> =
+                    std::sync::OnceLock::new();
                 WGPU.get_or_init(|| Device::wgpu_options().init().map_err(|e| e.to_string()))
                     .clone()
                     .map_err(|message| Error::Device { device: "wgpu".into(), message })
@@ -68,7 +69,10 @@ impl Backend {
                     .map_err(|e| Error::Device { device: "wgpu".into(), message: e.to_string() })?;
                 let limits = setup.device.limits();
                 // A tensor is bound as one storage buffer, so both limits apply to it.
-                Ok((device, Some(limits.max_storage_buffer_binding_size.min(limits.max_buffer_size))))
+                Ok((
+                    device,
+                    Some(limits.max_storage_buffer_binding_size.min(limits.max_buffer_size)),
+                ))
             }
         }
     }

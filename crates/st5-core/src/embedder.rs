@@ -32,7 +32,13 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { variant: None, tokenizer: None, max_seq_length: None, batch_size: 32, max_buffer_bytes: None }
+        Self {
+            variant: None,
+            tokenizer: None,
+            max_seq_length: None,
+            batch_size: 32,
+            max_buffer_bytes: None,
+        }
     }
 }
 
@@ -87,7 +93,11 @@ impl Embedder {
     }
 
     /// Loads a model from any [`ModelFiles`] (a directory, or files held in memory).
-    pub fn load_from(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> Result<Self> {
+    pub fn load_from(
+        files: &impl ModelFiles,
+        options: &LoadOptions,
+        device: &Device,
+    ) -> Result<Self> {
         if options.batch_size == 0 {
             return Err(Error::Invalid("batch size must be at least 1".into()));
         }
@@ -103,7 +113,10 @@ impl Embedder {
         let mut width = cfg.d_model;
         for (dir, (d_in, d_out, _)) in &layout.dense {
             if *d_in != width {
-                return Err(Error::config(files.path(&join(dir, "config.json")), format!("Dense in_features is {d_in}, but its input has width {width}")));
+                return Err(Error::config(
+                    files.path(&join(dir, "config.json")),
+                    format!("Dense in_features is {d_in}, but its input has width {width}"),
+                ));
             }
             width = *d_out;
         }
@@ -118,7 +131,10 @@ impl Embedder {
         let t5_vb = VarBuilder::from_checkpoint(ckpt, device);
         let mut dense_vbs = Vec::new();
         for (dir, _) in &layout.dense {
-            dense_vbs.push((files.path(dir), VarBuilder::from_checkpoint(Rc::new(Checkpoint::open(files, dir)?), device)));
+            dense_vbs.push((
+                files.path(dir),
+                VarBuilder::from_checkpoint(Rc::new(Checkpoint::open(files, dir)?), device),
+            ));
         }
         let head = HeadConfig {
             variant,
@@ -129,7 +145,10 @@ impl Embedder {
         let model = SentenceT5::new(&t5_vb, &vbs, cfg, &head);
         let mut report = t5_vb.report();
         if !report.is_ok() {
-            return Err(Error::Weights { path: layout.transformer_dir.clone(), report: report.problems() });
+            return Err(Error::Weights {
+                path: layout.transformer_dir.clone(),
+                report: report.problems(),
+            });
         }
         for (path, vb) in &dense_vbs {
             let r = vb.report();
@@ -142,14 +161,27 @@ impl Embedder {
         let tokenizer = match (&options.tokenizer, &layout.tokenizer) {
             (Some(path), _) => T5Tokenizer::from_file(path, max_len)?,
             (None, Some(rel)) => {
-                let bytes = files.read(rel)?.ok_or_else(|| Error::layout(files.path(rel), "tokenizer.json vanished while loading"))?;
+                let bytes = files.read(rel)?.ok_or_else(|| {
+                    Error::layout(files.path(rel), "tokenizer.json vanished while loading")
+                })?;
                 T5Tokenizer::from_bytes(&bytes, max_len, files.path(rel))?
             }
             (None, None) => {
-                return Err(Error::layout(files.path(""), "no tokenizer.json in the model directory; pass one explicitly (--tokenizer)"));
+                return Err(Error::layout(
+                    files.path(""),
+                    "no tokenizer.json in the model directory; pass one explicitly (--tokenizer)",
+                ));
             }
         };
-        Ok(Self { model, tokenizer, device: device.clone(), batch_size: options.batch_size, max_buffer_bytes: options.max_buffer_bytes, report, layout })
+        Ok(Self {
+            model,
+            tokenizer,
+            device: device.clone(),
+            batch_size: options.batch_size,
+            max_buffer_bytes: options.max_buffer_bytes,
+            report,
+            layout,
+        })
     }
 
     pub fn dim(&self) -> usize {
@@ -188,7 +220,11 @@ impl Embedder {
     }
 
     /// As [`embed`](Self::embed), calling `progress(done, total)` after each batch.
-    pub fn embed_with_progress<S: AsRef<str>>(&self, texts: &[S], mut progress: impl FnMut(usize, usize)) -> Result<Embeddings> {
+    pub fn embed_with_progress<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<Embeddings> {
         let (ids, plan, mut out) = self.prepare(texts)?;
         let mut done = 0;
         for batch in plan {
@@ -211,18 +247,30 @@ impl Embedder {
 
     /// Tokenizes, plans length-bucketed batches within the device's buffer limit and allocates
     /// the `[n, dim]` output.
-    fn prepare<S: AsRef<str>>(&self, texts: &[S]) -> Result<(Vec<Vec<u32>>, Vec<Vec<usize>>, Embeddings)> {
+    fn prepare<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+    ) -> Result<(Vec<Vec<u32>>, Vec<Vec<usize>>, Embeddings)> {
         let ids = self.tokenize(texts)?;
         let cfg = &self.layout.config;
         let limit = self.max_buffer_bytes.unwrap_or(u64::MAX);
         if let Some((i, t)) = ids.iter().enumerate().max_by_key(|(_, t)| t.len())
             && cfg.activation_bytes_per_text(t.len()) > limit
         {
-            let (what, bytes) = (format!("text {i} ({} tokens)", t.len()), cfg.activation_bytes_per_text(t.len()));
-            return Err(Error::Limit { what, bytes, limit, hint: "; lower the maximum sequence length" });
+            let (what, bytes) =
+                (format!("text {i} ({} tokens)", t.len()), cfg.activation_bytes_per_text(t.len()));
+            return Err(Error::Limit {
+                what,
+                bytes,
+                limit,
+                hint: "; lower the maximum sequence length",
+            });
         }
-        let max_rows = |seq: usize| usize::try_from(limit / cfg.activation_bytes_per_text(seq).max(1)).unwrap_or(usize::MAX);
-        let plan = plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size, max_rows);
+        let max_rows = |seq: usize| {
+            usize::try_from(limit / cfg.activation_bytes_per_text(seq).max(1)).unwrap_or(usize::MAX)
+        };
+        let plan =
+            plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size, max_rows);
         let out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
         Ok((ids, plan, out))
     }
@@ -246,7 +294,11 @@ impl Embedder {
         // A tokenizer from another model can emit ids past the embedding table: refuse them here
         // rather than gather out of bounds on the device.
         let vocab = self.layout.config.vocab_size;
-        if let Some((i, id)) = ids.iter().enumerate().find_map(|(i, t)| t.iter().find(|&&id| id as usize >= vocab).map(|&id| (i, id))) {
+        if let Some((i, id)) = ids
+            .iter()
+            .enumerate()
+            .find_map(|(i, t)| t.iter().find(|&&id| id as usize >= vocab).map(|&id| (i, id)))
+        {
             return Err(Error::Invalid(format!(
                 "text {i}: token id {id} is outside the model's vocabulary ({vocab}); is the tokenizer the model's own?"
             )));
@@ -263,7 +315,8 @@ impl Embedder {
     /// Pads `seqs` and uploads ids `[batch, seq]` and mask `[batch, seq]`.
     pub fn batch_tensors(&self, seqs: &[&[u32]]) -> (Tensor<2, Int>, Tensor<2>) {
         let b = pad(seqs, PAD_ID);
-        let ids = Tensor::<2, Int>::from_data(TensorData::new(b.ids, [b.batch, b.seq]), &self.device);
+        let ids =
+            Tensor::<2, Int>::from_data(TensorData::new(b.ids, [b.batch, b.seq]), &self.device);
         let mask = Tensor::<2>::from_data(TensorData::new(b.mask, [b.batch, b.seq]), &self.device);
         (ids, mask)
     }
@@ -271,5 +324,7 @@ impl Embedder {
 
 /// Host rows of a read-back `[batch, dim]` tensor.
 fn rows<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<f32>> {
-    data.map_err(|e| Error::Readback(format!("{e:?}")))?.try_into_vec::<f32>().map_err(|e| Error::Readback(format!("{e:?}")))
+    data.map_err(|e| Error::Readback(format!("{e:?}")))?
+        .try_into_vec::<f32>()
+        .map_err(|e| Error::Readback(format!("{e:?}")))
 }

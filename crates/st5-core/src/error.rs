@@ -34,11 +34,7 @@ pub enum Error {
     },
     /// A tensor is stored in a dtype other than F32, F16 or BF16.
     #[error("{}: tensor `{name}` has dtype {dtype}; only F32, F16 and BF16 are supported", path.display())]
-    Dtype {
-        path: PathBuf,
-        name: String,
-        dtype: String,
-    },
+    Dtype { path: PathBuf, name: String, dtype: String },
     /// Tensors the model needs are missing or have the wrong shape.
     #[error("weights in {} do not match the model config:\n{report}", path.display())]
     Weights { path: PathBuf, report: String },
@@ -56,7 +52,9 @@ pub enum Error {
     #[error("reading results from the device failed: {0}")]
     Readback(String),
     /// One tensor would need a larger device buffer than the device allows.
-    #[error("{what} needs {bytes} bytes in one device buffer, but this device allows at most {limit}{hint}")]
+    #[error(
+        "{what} needs {bytes} bytes in one device buffer, but this device allows at most {limit}{hint}"
+    )]
     Limit { what: String, bytes: u64, limit: u64, hint: &'static str },
     /// An argument is invalid (a zero batch size, an unknown variant name, ...).
     #[error("{0}")]

@@ -23,7 +23,9 @@ pub trait ModelFiles {
     {
         match self.read(rel)? {
             None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|source| Error::Json { path: self.path(rel), source }),
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|source| Error::Json { path: self.path(rel), source }),
         }
     }
 }
@@ -72,7 +74,11 @@ impl MemoryFiles {
                 if p.is_dir() {
                     walk(root, &p, out)?;
                 } else {
-                    let rel = p.strip_prefix(root).expect("under root").to_string_lossy().replace('\\', "/");
+                    let rel = p
+                        .strip_prefix(root)
+                        .expect("under root")
+                        .to_string_lossy()
+                        .replace('\\', "/");
                     out.insert(rel, std::fs::read(&p).map_err(|e| Error::io(&p, e))?);
                 }
             }
@@ -102,7 +108,13 @@ mod tests {
 
     #[test]
     fn join_handles_root_and_slashes() {
-        let cases = [("", "a.json", "a.json"), (".", "a.json", "a.json"), ("0_T", "c.json", "0_T/c.json"), ("0_T/", "c.json", "0_T/c.json"), ("/x/", "y", "x/y")];
+        let cases = [
+            ("", "a.json", "a.json"),
+            (".", "a.json", "a.json"),
+            ("0_T", "c.json", "0_T/c.json"),
+            ("0_T/", "c.json", "0_T/c.json"),
+            ("/x/", "y", "x/y"),
+        ];
         for (d, n, want) in cases {
             assert_eq!(join(d, n), want, "join({d:?}, {n:?})");
         }

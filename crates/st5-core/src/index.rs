@@ -60,16 +60,30 @@ macro_rules! read_selection {
                     let $t = scores;
                     let scores = read_scores($read)?;
                     let rows = scores.len() / q;
-                    candidates.push(Candidates { scores, ids: (0..rows).map(|j| offset + j).collect(), rows });
+                    candidates.push(Candidates {
+                        scores,
+                        ids: (0..rows).map(|j| offset + j).collect(),
+                        rows,
+                    });
                 }
                 Selected::Blocks { blocks, maxima, offset, rows } => {
                     let $t = maxima;
                     let maxima = read_scores($read)?;
                     let picked = candidate_blocks(&maxima, q, $k);
-                    let at = Tensor::<1, Int>::from_data(TensorData::new(picked.iter().map(|&b| b as i64).collect::<Vec<_>>(), [picked.len()]), $index.device());
+                    let at = Tensor::<1, Int>::from_data(
+                        TensorData::new(
+                            picked.iter().map(|&b| b as i64).collect::<Vec<_>>(),
+                            [picked.len()],
+                        ),
+                        $index.device(),
+                    );
                     let $t = blocks.select(1, at); // [q, picked, BLOCK]
                     let scores = read_scores($read)?;
-                    let ids = picked.iter().flat_map(|&b| (0..BLOCK).map(move |j| b * BLOCK + j)).map(|local| if local < rows { offset + local } else { usize::MAX }).collect::<Vec<_>>();
+                    let ids = picked
+                        .iter()
+                        .flat_map(|&b| (0..BLOCK).map(move |j| b * BLOCK + j))
+                        .map(|local| if local < rows { offset + local } else { usize::MAX })
+                        .collect::<Vec<_>>();
                     candidates.push(Candidates { scores, rows: ids.len(), ids });
                 }
             }
@@ -87,7 +101,12 @@ impl VectorIndex {
         let row_bytes = 4 * dim as u64;
         let limit = max_buffer_bytes.unwrap_or(u64::MAX);
         if limit < row_bytes {
-            return Err(Error::Limit { what: "one index vector".into(), bytes: row_bytes, limit, hint: "" });
+            return Err(Error::Limit {
+                what: "one index vector".into(),
+                bytes: row_bytes,
+                limit,
+                hint: "",
+            });
         }
         // Ids are selected as f32 (exact below 2^24), which bounds a shard's rows too.
         let shard_rows = usize::try_from(limit / row_bytes).unwrap_or(usize::MAX).min(1 << 24);
@@ -120,7 +139,11 @@ impl VectorIndex {
     /// Appends row-major vectors (`vectors.len()` a multiple of `dim`); they get the next ids.
     pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
         if vectors.len() % self.dim != 0 {
-            return Err(Error::Invalid(format!("{} values are not whole vectors of width {}", vectors.len(), self.dim)));
+            return Err(Error::Invalid(format!(
+                "{} values are not whole vectors of width {}",
+                vectors.len(),
+                self.dim
+            )));
         }
         if vectors.iter().any(|x| !x.is_finite()) {
             return Err(Error::Invalid("index vectors must be finite".into()));
@@ -128,10 +151,17 @@ impl VectorIndex {
         let mut rest = vectors;
         while !rest.is_empty() {
             let last_rows = self.shards.last().map_or(self.shard_rows, |s| s.dims()[0]);
-            let room = if last_rows < self.shard_rows { self.shard_rows - last_rows } else { self.shard_rows };
+            let room = if last_rows < self.shard_rows {
+                self.shard_rows - last_rows
+            } else {
+                self.shard_rows
+            };
             let take = room.min(rest.len() / self.dim);
             let (head, tail) = rest.split_at(take * self.dim);
-            let new = Tensor::<2>::from_data(TensorData::new(head.to_vec(), [take, self.dim]), &self.device);
+            let new = Tensor::<2>::from_data(
+                TensorData::new(head.to_vec(), [take, self.dim]),
+                &self.device,
+            );
             if last_rows < self.shard_rows {
                 let last = self.shards.pop().expect("a partial shard");
                 self.shards.push(Tensor::cat(vec![last, new], 0));
@@ -166,7 +196,11 @@ impl VectorIndex {
 
     fn check_queries(&self, queries: &[f32]) -> Result<usize> {
         if queries.len() % self.dim != 0 {
-            return Err(Error::Invalid(format!("{} query values are not whole vectors of width {}", queries.len(), self.dim)));
+            return Err(Error::Invalid(format!(
+                "{} query values are not whole vectors of width {}",
+                queries.len(),
+                self.dim
+            )));
         }
         Ok(queries.len() / self.dim)
     }
@@ -176,7 +210,8 @@ impl VectorIndex {
         if q == 0 || k == 0 {
             return Vec::new();
         }
-        let query = Tensor::<2>::from_data(TensorData::new(queries.to_vec(), [q, self.dim]), &self.device);
+        let query =
+            Tensor::<2>::from_data(TensorData::new(queries.to_vec(), [q, self.dim]), &self.device);
         let mut offset = 0;
         let mut out = Vec::new();
         for shard in &self.shards {
@@ -185,7 +220,11 @@ impl VectorIndex {
             // sum it streams the shard once, where the matmul kernel pads the single row to a
             // whole tile (2.1× faster on WebGPU for 100k × 768). The CPU's gemm is faster as is.
             let scores = if q == 1 && self.gpu {
-                shard.clone().mul(query.clone().expand([rows, self.dim])).sum_dim(1).reshape([1, rows])
+                shard
+                    .clone()
+                    .mul(query.clone().expand([rows, self.dim]))
+                    .sum_dim(1)
+                    .reshape([1, rows])
             } else {
                 query.clone().matmul(shard.clone().transpose())
             }; // [q, rows]
@@ -194,7 +233,14 @@ impl VectorIndex {
                 out.push(Selected::All { scores, offset });
             } else {
                 let pad = nb * BLOCK - rows;
-                let padded = if pad == 0 { scores } else { Tensor::cat(vec![scores, Tensor::full([q, pad], f32::NEG_INFINITY, &self.device)], 1) };
+                let padded = if pad == 0 {
+                    scores
+                } else {
+                    Tensor::cat(
+                        vec![scores, Tensor::full([q, pad], f32::NEG_INFINITY, &self.device)],
+                        1,
+                    )
+                };
                 let blocks = padded.reshape([q, nb, BLOCK]);
                 let maxima = blocks.clone().max_dim(2).reshape([q, nb]);
                 out.push(Selected::Blocks { blocks, maxima, offset, rows });
@@ -204,7 +250,6 @@ impl VectorIndex {
         out
     }
 }
-
 
 /// The blocks that can hold a top-`k` entry of some query: for each query, those whose maximum
 /// is at least its k-th largest block maximum (ties kept). `maxima` is `[q, nb]`.
@@ -234,7 +279,11 @@ fn merge(parts: &[Candidates], q: usize, k: usize) -> Vec<Vec<Hit>> {
         .map(|qi| {
             let mut hits: Vec<Hit> = parts
                 .iter()
-                .flat_map(|p| (0..p.rows).filter(|&j| p.ids[j] != usize::MAX).map(move |j| Hit { id: p.ids[j] as u32, score: p.scores[qi * p.rows + j] }))
+                .flat_map(|p| {
+                    (0..p.rows)
+                        .filter(|&j| p.ids[j] != usize::MAX)
+                        .map(move |j| Hit { id: p.ids[j] as u32, score: p.scores[qi * p.rows + j] })
+                })
                 .collect();
             rank(&mut hits, k);
             hits
@@ -275,8 +324,14 @@ mod tests {
         let dim = 4;
         // Rows 1, 4 and 6 are equal (a three-way tie); row 7 is the negated query.
         let vectors: Vec<f32> = [
-            [0.5, 0.5, 0.5, 0.5], [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0],
-            [1.0, 0.0, 0.0, 0.0], [0.6, 0.8, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0],
+            [0.5, 0.5, 0.5, 0.5],
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 0.0],
+            [1.0, 0.0, 0.0, 0.0],
+            [0.6, 0.8, 0.0, 0.0],
+            [1.0, 0.0, 0.0, 0.0],
+            [-1.0, 0.0, 0.0, 0.0],
         ]
         .concat();
         let query = [1.0, 0.0, 0.0, 0.0];
@@ -289,7 +344,11 @@ mod tests {
             assert_eq!((index.len(), index.shards()), (8, 8usize.div_ceil(rows)), "rows {rows}");
             let got = index.search(&query, k).unwrap();
             let want = brute_force(&vectors, dim, &query, k);
-            assert_eq!(got[0].iter().map(|h| h.id).collect::<Vec<_>>(), want.iter().map(|h| h.id).collect::<Vec<_>>(), "rows {rows} k {k}");
+            assert_eq!(
+                got[0].iter().map(|h| h.id).collect::<Vec<_>>(),
+                want.iter().map(|h| h.id).collect::<Vec<_>>(),
+                "rows {rows} k {k}"
+            );
             for (g, w) in got[0].iter().zip(&want) {
                 assert!((g.score - w.score).abs() <= 1e-6, "rows {rows} k {k}: {g:?} vs {w:?}");
             }

@@ -77,7 +77,9 @@ impl PoolingConfig {
             ["mean"] | ["mean_tokens"] => Ok(Variant::EncMean),
             ["cls"] | ["cls_token"] => Ok(Variant::EncFirst),
             [] => Err("no pooling mode is set".into()),
-            other => Err(format!("pooling mode {other:?} is not a Sentence-T5 pooling (expected mean or cls)")),
+            other => Err(format!(
+                "pooling mode {other:?} is not a Sentence-T5 pooling (expected mean or cls)"
+            )),
         }
     }
 }
@@ -120,28 +122,47 @@ impl ModelLayout {
         for m in &modules {
             let sub = m.path.trim_matches('/').to_string();
             let config = join(&sub, "config.json");
-            let required = |what: &str| Error::layout(files.path(&config), format!("missing: the {what} module's config"));
+            let required = |what: &str| {
+                Error::layout(files.path(&config), format!("missing: the {what} module's config"))
+            };
             match m.kind.rsplit('.').next().unwrap_or_default() {
                 "Transformer" => transformer = Some(sub),
                 "Pooling" => {
-                    let cfg: PoolingConfig = files.json(&config)?.ok_or_else(|| required("Pooling"))?;
-                    pooling = Some(cfg.variant().map_err(|m| Error::config(files.path(&config), m))?);
+                    let cfg: PoolingConfig =
+                        files.json(&config)?.ok_or_else(|| required("Pooling"))?;
+                    pooling =
+                        Some(cfg.variant().map_err(|m| Error::config(files.path(&config), m))?);
                 }
                 "Dense" => {
                     let cfg: DenseConfig = files.json(&config)?.ok_or_else(|| required("Dense"))?;
-                    let act = cfg.activation_function.as_deref().unwrap_or("torch.nn.modules.linear.Identity");
+                    let act = cfg
+                        .activation_function
+                        .as_deref()
+                        .unwrap_or("torch.nn.modules.linear.Identity");
                     if !act.ends_with("Identity") {
-                        return Err(Error::config(files.path(&config), format!("Dense activation `{act}` is not supported (Sentence-T5 uses Identity)")));
+                        return Err(Error::config(
+                            files.path(&config),
+                            format!(
+                                "Dense activation `{act}` is not supported (Sentence-T5 uses Identity)"
+                            ),
+                        ));
                     }
                     dense.push((sub, (cfg.in_features, cfg.out_features, cfg.bias)));
                 }
                 "Normalize" => normalize = true,
                 other => {
-                    return Err(Error::config(&modules_path, format!("module type `{}` ({other}) is not part of a Sentence-T5 model", m.kind)));
+                    return Err(Error::config(
+                        &modules_path,
+                        format!(
+                            "module type `{}` ({other}) is not part of a Sentence-T5 model",
+                            m.kind
+                        ),
+                    ));
                 }
             }
         }
-        let transformer = transformer.ok_or_else(|| Error::config(&modules_path, "no Transformer module"))?;
+        let transformer =
+            transformer.ok_or_else(|| Error::config(&modules_path, "no Transformer module"))?;
         let mut layout = Self::plain(files, &transformer)?;
         layout.pooling = pooling;
         layout.dense = dense;
@@ -154,10 +175,15 @@ impl ModelLayout {
     fn plain(files: &impl ModelFiles, transformer: &str) -> Result<Self> {
         let config_rel = join(transformer, "config.json");
         let Some(bytes) = files.read(&config_rel)? else {
-            return Err(Error::layout(files.path(transformer), "no config.json (expected a sentence-transformers or Hugging Face T5 directory)"));
+            return Err(Error::layout(
+                files.path(transformer),
+                "no config.json (expected a sentence-transformers or Hugging Face T5 directory)",
+            ));
         };
         let config = T5Config::from_slice(&bytes, &files.path(&config_rel))?;
-        let find = |name: &str| [join(transformer, name), name.to_string()].into_iter().find(|p| files.exists(p));
+        let find = |name: &str| {
+            [join(transformer, name), name.to_string()].into_iter().find(|p| files.exists(p))
+        };
         let sbert: SbertConfig = match find("sentence_bert_config.json") {
             Some(p) => files.json(&p)?.unwrap_or_default(),
             None => SbertConfig::default(),
@@ -167,7 +193,8 @@ impl ModelLayout {
             None => TokenizerConfig::default(),
         };
         // Tokenizers without a limit store a huge sentinel (1e30) as model_max_length.
-        let tok_max = tok_cfg.model_max_length.filter(|&m| (1.0..=1e6).contains(&m)).map(|m| m as usize);
+        let tok_max =
+            tok_cfg.model_max_length.filter(|&m| (1.0..=1e6).contains(&m)).map(|m| m as usize);
         Ok(Self {
             transformer: transformer.to_string(),
             transformer_dir: files.path(transformer),
@@ -192,8 +219,14 @@ mod tests {
             (r#"{"pooling_mode": "cls"}"#, Some(Variant::EncFirst)),
             (r#"{"pooling_mode": "max"}"#, None),
             (r#"{"pooling_mode": "mean+cls"}"#, None),
-            (r#"{"word_embedding_dimension": 768, "pooling_mode_mean_tokens": true}"#, Some(Variant::EncMean)),
-            (r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#, Some(Variant::EncFirst)),
+            (
+                r#"{"word_embedding_dimension": 768, "pooling_mode_mean_tokens": true}"#,
+                Some(Variant::EncMean),
+            ),
+            (
+                r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#,
+                Some(Variant::EncFirst),
+            ),
             (r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true}"#, None),
             (r#"{}"#, None),
         ];

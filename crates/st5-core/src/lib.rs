@@ -34,7 +34,7 @@ pub use burn::tensor::Device;
 pub use config::T5Config;
 pub use device::Backend;
 pub use embedder::{Embedder, Embeddings, LoadOptions};
+pub use error::{Error, Result};
 pub use files::{Dir, MemoryFiles, ModelFiles};
 pub use index::{Hit, VectorIndex};
-pub use error::{Error, Result};
 pub use model::{HeadConfig, SentenceT5, Variant};

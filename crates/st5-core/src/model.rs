@@ -48,10 +48,11 @@ impl fmt::Display for Variant {
 impl FromStr for Variant {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
-        Variant::ALL
-            .into_iter()
-            .find(|v| v.name() == s)
-            .ok_or_else(|| Error::Invalid(format!("unknown variant `{s}` (expected enc-mean, enc-first or encdec-first)")))
+        Variant::ALL.into_iter().find(|v| v.name() == s).ok_or_else(|| {
+            Error::Invalid(format!(
+                "unknown variant `{s}` (expected enc-mean, enc-first or encdec-first)"
+            ))
+        })
     }
 }
 
@@ -80,7 +81,12 @@ pub struct SentenceT5 {
 impl SentenceT5 {
     /// Builds the T5 part from `t5_vb` (checkpoint root) and each Dense from `dense_vbs[i]`
     /// (`linear.weight`, `linear.bias`).
-    pub fn new(t5_vb: &VarBuilder, dense_vbs: &[VarBuilder], cfg: &T5Config, head: &HeadConfig) -> Self {
+    pub fn new(
+        t5_vb: &VarBuilder,
+        dense_vbs: &[VarBuilder],
+        cfg: &T5Config,
+        head: &HeadConfig,
+    ) -> Self {
         Self {
             t5: T5Model::new(t5_vb, cfg, head.variant.needs_decoder()),
             dense: head
@@ -97,7 +103,8 @@ impl SentenceT5 {
     /// A randomly initialised model (for training from scratch and tests).
     pub fn init(cfg: &T5Config, head: &HeadConfig, device: &burn::tensor::Device) -> Self {
         let vb = VarBuilder::init(device);
-        let dense: Vec<VarBuilder> = (0..head.dense.len()).map(|i| vb.pp(format!("dense{i}"))).collect();
+        let dense: Vec<VarBuilder> =
+            (0..head.dense.len()).map(|i| vb.pp(format!("dense{i}"))).collect();
         Self::new(&vb, &dense, cfg, head)
     }
 
@@ -124,8 +131,12 @@ impl SentenceT5 {
             Variant::EncFirst => encoded.slice([0..b, 0..1]).reshape([b, d]),
             Variant::EncDecFirst => {
                 let device = encoded.device();
-                let start = Tensor::<2, Int>::from_data(TensorData::new(vec![0i32; b], [b, 1]), &device);
-                let decoded = self.t5.decode(start, encoded, mask).expect("encdec-first models are built with a decoder");
+                let start =
+                    Tensor::<2, Int>::from_data(TensorData::new(vec![0i32; b], [b, 1]), &device);
+                let decoded = self
+                    .t5
+                    .decode(start, encoded, mask)
+                    .expect("encdec-first models are built with a decoder");
                 decoded.reshape([b, d])
             }
         };
@@ -160,10 +171,17 @@ mod tests {
             let head = HeadConfig { variant, dense: vec![(8, 5, true)], normalize: true };
             let model = SentenceT5::init(&cfg, &head, &device);
             assert_eq!(model.dim(), 5);
-            let alone_ids = Tensor::<2, Int>::from_data(TensorData::new(vec![7, 3, 1], [1, 3]), &device);
+            let alone_ids =
+                Tensor::<2, Int>::from_data(TensorData::new(vec![7, 3, 1], [1, 3]), &device);
             let alone = model.forward(alone_ids, Tensor::ones([1, 3], &device));
-            let padded_ids = Tensor::<2, Int>::from_data(TensorData::new(vec![7, 3, 1, 0, 0, 9, 4, 8, 2, 1], [2, 5]), &device);
-            let mask = Tensor::<2>::from_data(TensorData::new(vec![1.0f32, 1., 1., 0., 0., 1., 1., 1., 1., 1.], [2, 5]), &device);
+            let padded_ids = Tensor::<2, Int>::from_data(
+                TensorData::new(vec![7, 3, 1, 0, 0, 9, 4, 8, 2, 1], [2, 5]),
+                &device,
+            );
+            let mask = Tensor::<2>::from_data(
+                TensorData::new(vec![1.0f32, 1., 1., 0., 0., 1., 1., 1., 1., 1.], [2, 5]),
+                &device,
+            );
             let batched = model.forward(padded_ids, mask);
             let a: Vec<f32> = alone.into_data().try_to_vec().unwrap();
             let b: Vec<f32> = batched.into_data().try_to_vec().unwrap();

@@ -27,21 +27,37 @@ pub fn read_f32(bytes: &[u8]) -> Result<(Vec<f32>, usize, usize), String> {
     }
     let (hlen, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
+        2 | 3 if bytes.len() >= 12 => {
+            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
+        }
         v => return Err(format!("unsupported .npy version {v}")),
     };
-    let header = std::str::from_utf8(bytes.get(start..start + hlen).ok_or("truncated header")?).map_err(|e| e.to_string())?;
+    let header = std::str::from_utf8(bytes.get(start..start + hlen).ok_or("truncated header")?)
+        .map_err(|e| e.to_string())?;
     if !header.contains("'descr': '<f4'") || header.contains("'fortran_order': True") {
         return Err(format!("expected C-order little-endian float32, got {header}"));
     }
-    let shape = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).ok_or("no shape")?;
-    let dims: Vec<usize> = shape.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse().map_err(|_| format!("bad shape {shape}"))).collect::<Result<_, _>>()?;
+    let shape =
+        header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).ok_or("no shape")?;
+    let dims: Vec<usize> = shape
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().map_err(|_| format!("bad shape {shape}")))
+        .collect::<Result<_, _>>()?;
     let [rows, cols] = dims[..] else { return Err(format!("expected 2 dimensions, got {dims:?}")) };
     let body = &bytes[start + hlen..];
     if body.len() != rows * cols * 4 {
-        return Err(format!("data has {} bytes, shape ({rows}, {cols}) needs {}", body.len(), rows * cols * 4));
+        return Err(format!(
+            "data has {} bytes, shape ({rows}, {cols}) needs {}",
+            body.len(),
+            rows * cols * 4
+        ));
     }
-    Ok((body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(), rows, cols))
+    Ok((
+        body.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        rows,
+        cols,
+    ))
 }
 
 #[cfg(test)]
@@ -54,7 +70,11 @@ mod tests {
             let data: Vec<f32> = (0..rows * cols).map(|i| i as f32 * 0.5 - 1.0).collect();
             let mut buf = Vec::new();
             write_f32(&mut buf, &data, rows, cols).unwrap();
-            assert_eq!((buf.len() - rows * cols * 4) % 64, 0, "header of ({rows}, {cols}) not 64-aligned");
+            assert_eq!(
+                (buf.len() - rows * cols * 4) % 64,
+                0,
+                "header of ({rows}, {cols}) not 64-aligned"
+            );
             assert_eq!(read_f32(&buf).unwrap(), (data, rows, cols));
         }
     }

@@ -44,7 +44,9 @@ impl Probe {
     }
 
     fn unknown(&self, rel: &str) -> bool {
-        let known = self.fetched.contains_key(rel) || self.present.contains(rel) || self.absent.contains(rel);
+        let known = self.fetched.contains_key(rel)
+            || self.present.contains(rel)
+            || self.absent.contains(rel);
         if !known {
             self.asked.borrow_mut().insert(rel.to_string());
         }
@@ -83,7 +85,8 @@ pub fn plan(probe: &Probe) -> Result<FilePlan> {
     let layout = layout?;
     // Every weights folder in one pass, so their existence checks go out together.
     let dirs = std::iter::once(&layout.transformer).chain(layout.dense.iter().map(|(d, _)| d));
-    let found: Vec<Result<Vec<String>>> = dirs.map(|dir| Checkpoint::weight_files(probe, dir)).collect();
+    let found: Vec<Result<Vec<String>>> =
+        dirs.map(|dir| Checkpoint::weight_files(probe, dir)).collect();
     if let Some(need) = probe.take_asked() {
         return Ok(FilePlan::Need(need));
     }
@@ -109,7 +112,9 @@ mod tests {
                     for rel in need {
                         match model.files.get(&rel) {
                             None => probe.absent.insert(rel),
-                            Some(_) if rel.ends_with(".safetensors") || rel.ends_with(".bin") => probe.present.insert(rel),
+                            Some(_) if rel.ends_with(".safetensors") || rel.ends_with(".bin") => {
+                                probe.present.insert(rel)
+                            }
                             Some(bytes) => probe.fetched.insert(rel, bytes.clone()).is_none(),
                         };
                     }
@@ -122,7 +127,10 @@ mod tests {
     }
 
     fn model(files: &[(&str, &str)]) -> MemoryFiles {
-        MemoryFiles { files: files.iter().map(|(n, b)| (n.to_string(), b.as_bytes().to_vec())).collect(), label: "m:".into() }
+        MemoryFiles {
+            files: files.iter().map(|(n, b)| (n.to_string(), b.as_bytes().to_vec())).collect(),
+            label: "m:".into(),
+        }
     }
 
     const T5: &str = r#"{"d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 1, "num_heads": 2, "vocab_size": 100}"#;
@@ -138,11 +146,32 @@ mod tests {
         let cases: [(&str, MemoryFiles, Vec<&str>); 3] = [
             (
                 "sentence-transformers",
-                model(&[("modules.json", ST), ("config.json", T5), ("model.safetensors", ""), ("tokenizer.json", "{}"), ("1_Pooling/config.json", r#"{"pooling_mode": "mean"}"#), ("2_Dense/config.json", dense), ("2_Dense/model.safetensors", "")]),
+                model(&[
+                    ("modules.json", ST),
+                    ("config.json", T5),
+                    ("model.safetensors", ""),
+                    ("tokenizer.json", "{}"),
+                    ("1_Pooling/config.json", r#"{"pooling_mode": "mean"}"#),
+                    ("2_Dense/config.json", dense),
+                    ("2_Dense/model.safetensors", ""),
+                ]),
                 vec!["model.safetensors", "2_Dense/model.safetensors"],
             ),
-            ("sharded Hugging Face T5", model(&[("config.json", T5), ("model.safetensors.index.json", index), ("model-1.safetensors", ""), ("model-2.safetensors", "")]), vec!["model-1.safetensors", "model-2.safetensors"]),
-            ("plain Hugging Face T5", model(&[("config.json", T5), ("model.safetensors", "")]), vec!["model.safetensors"]),
+            (
+                "sharded Hugging Face T5",
+                model(&[
+                    ("config.json", T5),
+                    ("model.safetensors.index.json", index),
+                    ("model-1.safetensors", ""),
+                    ("model-2.safetensors", ""),
+                ]),
+                vec!["model-1.safetensors", "model-2.safetensors"],
+            ),
+            (
+                "plain Hugging Face T5",
+                model(&[("config.json", T5), ("model.safetensors", "")]),
+                vec!["model.safetensors"],
+            ),
         ];
         for (name, files, want) in cases {
             let (got, rounds) = discover(&files);
@@ -157,7 +186,11 @@ mod tests {
     fn discovery_errors_name_the_url() {
         let cases: [(&str, MemoryFiles, &str); 3] = [
             ("empty", model(&[]), "https://host/m/"),
-            ("pickle only", model(&[("config.json", T5), ("pytorch_model.bin", "")]), "https://host/m/pytorch_model.bin"),
+            (
+                "pickle only",
+                model(&[("config.json", T5), ("pytorch_model.bin", "")]),
+                "https://host/m/pytorch_model.bin",
+            ),
             ("bad json", model(&[("modules.json", "[oops")]), "https://host/m/modules.json"),
         ];
         for (name, files, want) in cases {

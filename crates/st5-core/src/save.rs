@@ -56,7 +56,11 @@ impl ModuleVisitor for Collect {
 
 /// Block fields whose Hugging Face name is a `layer.N` index: (field, encoder, decoder). Every
 /// other module is named as in `modeling_t5.py` already.
-const BLOCK_LAYERS: [(&str, &str, &str); 3] = [("self_attention", "layer.0", "layer.0"), ("cross_attention", "layer.1", "layer.1"), ("ff", "layer.1", "layer.2")];
+const BLOCK_LAYERS: [(&str, &str, &str); 3] = [
+    ("self_attention", "layer.0", "layer.0"),
+    ("cross_attention", "layer.1", "layer.1"),
+    ("ff", "layer.1", "layer.2"),
+];
 
 /// The Hugging Face name of a parameter at module path `path` (under `t5.`), and whether it is
 /// a Linear weight to transpose. Fields named `weight`/`bias` belong to Linear and layer-norm
@@ -64,10 +68,19 @@ const BLOCK_LAYERS: [(&str, &str, &str); 3] = [("self_attention", "layer.0", "la
 fn hf_name(path: &str, rank: usize, gated: bool) -> (String, bool) {
     let decoder = path.starts_with("decoder.");
     // A gated feed-forward keeps its first input projection in the field `wi`; HF calls it `wi_0`.
-    let path = if gated { path.replace(".DenseReluDense.wi.", ".DenseReluDense.wi_0.") } else { path.to_string() };
+    let path = if gated {
+        path.replace(".DenseReluDense.wi.", ".DenseReluDense.wi_0.")
+    } else {
+        path.to_string()
+    };
     let path = path
         .split('.')
-        .map(|seg| BLOCK_LAYERS.iter().find(|(f, _, _)| *f == seg).map_or(seg, |(_, e, d)| if decoder { d } else { e }))
+        .map(|seg| {
+            BLOCK_LAYERS
+                .iter()
+                .find(|(f, _, _)| *f == seg)
+                .map_or(seg, |(_, e, d)| if decoder { d } else { e })
+        })
         .collect::<Vec<_>>()
         .join(".");
     let path = path.as_str();
@@ -81,19 +94,33 @@ fn hf_name(path: &str, rank: usize, gated: bool) -> (String, bool) {
     (format!("{path}.weight"), false)
 }
 
-fn safetensors_bytes(tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>, path: &Path, f16: bool) -> Result<Vec<u8>> {
-    let halves: Vec<Vec<half::f16>> = if f16 { tensors.values().map(|(_, v)| v.iter().map(|&x| half::f16::from_f32(x)).collect()).collect() } else { Vec::new() };
+fn safetensors_bytes(
+    tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    path: &Path,
+    f16: bool,
+) -> Result<Vec<u8>> {
+    let halves: Vec<Vec<half::f16>> = if f16 {
+        tensors.values().map(|(_, v)| v.iter().map(|&x| half::f16::from_f32(x)).collect()).collect()
+    } else {
+        Vec::new()
+    };
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
         .iter()
         .enumerate()
         .map(|(i, (name, (shape, values)))| {
-            let (dtype, bytes): (_, &[u8]) = if f16 { (safetensors::Dtype::F16, bytemuck::cast_slice(&halves[i])) } else { (safetensors::Dtype::F32, bytemuck::cast_slice(values)) };
-            let view = safetensors::tensor::TensorView::new(dtype, shape.clone(), bytes).expect("shape matches data");
+            let (dtype, bytes): (_, &[u8]) = if f16 {
+                (safetensors::Dtype::F16, bytemuck::cast_slice(&halves[i]))
+            } else {
+                (safetensors::Dtype::F32, bytemuck::cast_slice(values))
+            };
+            let view = safetensors::tensor::TensorView::new(dtype, shape.clone(), bytes)
+                .expect("shape matches data");
             (name.clone(), view)
         })
         .collect();
     let meta = Some(std::collections::HashMap::from([("format".to_string(), "pt".to_string())]));
-    safetensors::serialize(views, meta).map_err(|source| Error::Safetensors { path: path.to_path_buf(), source })
+    safetensors::serialize(views, meta)
+        .map_err(|source| Error::Safetensors { path: path.to_path_buf(), source })
 }
 
 fn write(dir: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
@@ -134,7 +161,11 @@ fn minify_json(text: &[u8]) -> Vec<u8> {
 
 /// Saves `model` (an `enc-mean` or `enc-first` model) to `dir`, replacing what is there only
 /// once everything is written.
-pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &SaveOptions<'_>) -> Result<()> {
+pub fn save_sentence_transformers(
+    model: &SentenceT5,
+    dir: &Path,
+    options: &SaveOptions<'_>,
+) -> Result<()> {
     if model.variant == Variant::EncDecFirst {
         return Err(Error::Invalid(
             "sentence-transformers has no pooling for the first decoder output: save enc-mean or enc-first models".into(),
@@ -148,13 +179,24 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
     for (path, shape, values) in collect.tensors {
         if let Some(rest) = path.strip_prefix("t5.") {
             let (name, flip) = hf_name(rest, shape.len(), gated);
-            let (shape, values) = if flip { (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1])) } else { (shape, values) };
+            let (shape, values) = if flip {
+                (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1]))
+            } else {
+                (shape, values)
+            };
             t5.insert(name, (shape, values));
         } else if let Some(rest) = path.strip_prefix("dense.") {
             // `dense.{i}.weight` / `dense.{i}.bias` of a Linear stored `[in, out]`.
-            let (i, field) = rest.split_once('.').ok_or_else(|| Error::Invalid(format!("unexpected parameter {path}")))?;
-            let i: usize = i.parse().map_err(|_| Error::Invalid(format!("unexpected parameter {path}")))?;
-            let (shape, values) = if shape.len() == 2 { (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1])) } else { (shape, values) };
+            let (i, field) = rest
+                .split_once('.')
+                .ok_or_else(|| Error::Invalid(format!("unexpected parameter {path}")))?;
+            let i: usize =
+                i.parse().map_err(|_| Error::Invalid(format!("unexpected parameter {path}")))?;
+            let (shape, values) = if shape.len() == 2 {
+                (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1]))
+            } else {
+                (shape, values)
+            };
             dense.entry(i).or_default().insert(format!("linear.{field}"), (shape, values));
         } else {
             return Err(Error::Invalid(format!("unexpected parameter {path}")));
@@ -164,15 +206,29 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
     let staging = staging_dir(dir);
     let _ = std::fs::remove_dir_all(&staging);
     let d_model = options.config["d_model"].as_u64().unwrap_or(0);
-    write(&staging, "model.safetensors", &safetensors_bytes(&t5, &dir.join("model.safetensors"), options.f16)?)?;
+    write(
+        &staging,
+        "model.safetensors",
+        &safetensors_bytes(&t5, &dir.join("model.safetensors"), options.f16)?,
+    )?;
     let mut config = options.config.clone();
     if options.f16 {
         config["torch_dtype"] = json!("float16");
     }
     write(&staging, "config.json", &json_bytes(config))?;
     write(&staging, "tokenizer.json", &minify_json(options.tokenizer_json))?;
-    write(&staging, "sentence_bert_config.json", &json_bytes(json!({ "max_seq_length": options.max_seq_length, "do_lower_case": false })))?;
-    write(&staging, "tokenizer_config.json", &json_bytes(json!({ "model_max_length": options.max_seq_length, "tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>" })))?;
+    write(
+        &staging,
+        "sentence_bert_config.json",
+        &json_bytes(json!({ "max_seq_length": options.max_seq_length, "do_lower_case": false })),
+    )?;
+    write(
+        &staging,
+        "tokenizer_config.json",
+        &json_bytes(
+            json!({ "model_max_length": options.max_seq_length, "tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>" }),
+        ),
+    )?;
     let mean = model.variant == Variant::EncMean;
     write(
         &staging,
@@ -194,7 +250,11 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
         let (out_f, in_f) = (tensors["linear.weight"].0[0], tensors["linear.weight"].0[1]);
         let cfg = json!({ "in_features": in_f, "out_features": out_f, "bias": tensors.contains_key("linear.bias"), "activation_function": "torch.nn.modules.linear.Identity" });
         write(&staging, &format!("{folder}/config.json"), &json_bytes(cfg))?;
-        write(&staging, &format!("{folder}/model.safetensors"), &safetensors_bytes(tensors, &dir.join(&folder), options.f16)?)?;
+        write(
+            &staging,
+            &format!("{folder}/model.safetensors"),
+            &safetensors_bytes(tensors, &dir.join(&folder), options.f16)?,
+        )?;
         modules.push(json!({ "idx": modules.len(), "name": modules.len().to_string(), "path": folder, "type": "sentence_transformers.models.Dense" }));
     }
     if model.normalize {
@@ -203,7 +263,11 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
         modules.push(json!({ "idx": modules.len(), "name": modules.len().to_string(), "path": folder, "type": "sentence_transformers.models.Normalize" }));
     }
     write(&staging, "modules.json", &json_bytes(serde_json::Value::Array(modules)))?;
-    write(&staging, "config_sentence_transformers.json", &json_bytes(json!({ "similarity_fn_name": "cosine", "model_type": "SentenceTransformer" })))?;
+    write(
+        &staging,
+        "config_sentence_transformers.json",
+        &json_bytes(json!({ "similarity_fn_name": "cosine", "model_type": "SentenceTransformer" })),
+    )?;
     if let Some(readme) = &options.readme {
         write(&staging, "README.md", readme.as_bytes())?;
     }
@@ -214,14 +278,18 @@ pub fn save_sentence_transformers(model: &SentenceT5, dir: &Path, options: &Save
 }
 
 fn staging_dir(dir: &Path) -> PathBuf {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
+    let name =
+        dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     dir.with_file_name(format!(".{name}.saving"))
 }
 
 /// Moves `staging` to `dir`: the old directory is moved aside first and removed only after the
 /// new one is in place.
 fn replace_dir(staging: &Path, dir: &Path) -> Result<()> {
-    let old = dir.with_file_name(format!(".{}.old", dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()));
+    let old = dir.with_file_name(format!(
+        ".{}.old",
+        dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    ));
     let had_old = dir.exists();
     if had_old {
         let _ = std::fs::remove_dir_all(&old);
@@ -250,10 +318,17 @@ mod tests {
             ("", ""),
         ];
         for (input, want) in cases {
-            assert_eq!(String::from_utf8(minify_json(input.as_bytes())).unwrap(), want, "{input:?}");
+            assert_eq!(
+                String::from_utf8(minify_json(input.as_bytes())).unwrap(),
+                want,
+                "{input:?}"
+            );
         }
         // The repository's real tokenizer: same JSON value, 40% smaller.
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/st-enc-mean-relu/tokenizer.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/st-enc-mean-relu/tokenizer.json"
+        );
         let text = std::fs::read(path).unwrap();
         let small = minify_json(&text);
         let parse = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap();

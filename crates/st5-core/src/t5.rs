@@ -84,11 +84,19 @@ impl T5DenseActDense {
     pub fn new(vb: &VarBuilder, cfg: &T5Config) -> Self {
         let ff = cfg.feed_forward();
         let (wi, wi_1) = if ff.gated {
-            (Linear::new(&vb.pp("wi_0"), cfg.d_model, cfg.d_ff, false), Some(Linear::new(&vb.pp("wi_1"), cfg.d_model, cfg.d_ff, false)))
+            (
+                Linear::new(&vb.pp("wi_0"), cfg.d_model, cfg.d_ff, false),
+                Some(Linear::new(&vb.pp("wi_1"), cfg.d_model, cfg.d_ff, false)),
+            )
         } else {
             (Linear::new(&vb.pp("wi"), cfg.d_model, cfg.d_ff, false), None)
         };
-        Self { wi, wi_1, wo: Linear::new(&vb.pp("wo"), cfg.d_ff, cfg.d_model, false), activation: ff.activation }
+        Self {
+            wi,
+            wi_1,
+            wo: Linear::new(&vb.pp("wo"), cfg.d_ff, cfg.d_model, false),
+            activation: ff.activation,
+        }
     }
 
     /// `[batch, seq, d_model]` → same
@@ -132,7 +140,12 @@ impl T5LayerFF {
 /// log-spaced up to `max_distance`, and in the encoder one half of the buckets per direction.
 /// Computed in f32 and truncated as `torch` does, so bucket edges match bit for bit.
 /// <https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/t5/modeling_t5.py#L390-L435>
-pub fn relative_position_bucket(relative_position: i64, bidirectional: bool, num_buckets: usize, max_distance: usize) -> usize {
+pub fn relative_position_bucket(
+    relative_position: i64,
+    bidirectional: bool,
+    num_buckets: usize,
+    max_distance: usize,
+) -> usize {
     let mut num_buckets = num_buckets as i64;
     let mut bucket = 0i64;
     let rp = if bidirectional {
@@ -148,7 +161,9 @@ pub fn relative_position_bucket(relative_position: i64, bidirectional: bool, num
     if rp < max_exact {
         bucket += rp;
     } else {
-        let scaled = (rp as f32 / max_exact as f32).ln() / (max_distance as f32 / max_exact as f32).ln() * (num_buckets - max_exact) as f32;
+        let scaled = (rp as f32 / max_exact as f32).ln()
+            / (max_distance as f32 / max_exact as f32).ln()
+            * (num_buckets - max_exact) as f32;
         bucket += (max_exact + scaled as i64).min(num_buckets - 1);
     }
     bucket as usize
@@ -199,14 +214,26 @@ impl T5Attention {
     /// positions `0..k_len`. Buckets are computed on the host (a few hundred integers) and gathered
     /// from the table on the device.
     pub fn compute_bias(&self, q_len: usize, k_len: usize) -> Tensor<4> {
-        let table = self.relative_attention_bias.as_ref().expect("position bias is owned by block 0").val();
+        let table =
+            self.relative_attention_bias.as_ref().expect("position bias is owned by block 0").val();
         let device = table.device();
         let buckets: Vec<i32> = (0..q_len)
             .flat_map(|q| (0..k_len).map(move |k| (q, k)))
-            .map(|(q, k)| relative_position_bucket(k as i64 - q as i64, self.bidirectional, self.num_buckets, self.max_distance) as i32)
+            .map(|(q, k)| {
+                relative_position_bucket(
+                    k as i64 - q as i64,
+                    self.bidirectional,
+                    self.num_buckets,
+                    self.max_distance,
+                ) as i32
+            })
             .collect();
         let idx = Tensor::<1, Int>::from_data(TensorData::new(buckets, [q_len * k_len]), &device);
-        table.select(0, idx).reshape([q_len, k_len, self.num_heads]).permute([2, 0, 1]).unsqueeze_dim(0)
+        table
+            .select(0, idx)
+            .reshape([q_len, k_len, self.num_heads])
+            .permute([2, 0, 1])
+            .unsqueeze_dim(0)
     }
 
     /// `x`: `[batch, q_len, d_model]`; `kv`: `[batch, k_len, d_model]` (cross-attention) or `x`;
@@ -216,7 +243,9 @@ impl T5Attention {
         let [b, q_len, _] = x.dims();
         let kv = kv.unwrap_or_else(|| x.clone());
         let k_len = kv.dims()[1];
-        let heads = |t: Tensor<3>, len: usize| t.reshape([b, len, self.num_heads, self.d_kv]).swap_dims(1, 2);
+        let heads = |t: Tensor<3>, len: usize| {
+            t.reshape([b, len, self.num_heads, self.d_kv]).swap_dims(1, 2)
+        };
         let q = heads(self.q.forward(x), q_len);
         let k = heads(self.k.forward(kv.clone()), k_len);
         let v = heads(self.v.forward(kv), k_len);
@@ -254,14 +283,26 @@ pub struct T5Block {
 impl T5Block {
     pub fn new(vb: &VarBuilder, cfg: &T5Config, first: bool, decoder: bool) -> Self {
         let layer = vb.pp("layer");
-        let norm = |vb: VarBuilder| T5LayerNorm::new(&vb.pp("layer_norm"), cfg.d_model, cfg.layer_norm_epsilon);
+        let norm = |vb: VarBuilder| {
+            T5LayerNorm::new(&vb.pp("layer_norm"), cfg.d_model, cfg.layer_norm_epsilon)
+        };
         Self {
             self_attention: T5LayerSelfAttention {
-                SelfAttention: T5Attention::new(&layer.pp(0).pp("SelfAttention"), cfg, first, !decoder),
+                SelfAttention: T5Attention::new(
+                    &layer.pp(0).pp("SelfAttention"),
+                    cfg,
+                    first,
+                    !decoder,
+                ),
                 layer_norm: norm(layer.pp(0)),
             },
             cross_attention: decoder.then(|| T5LayerCrossAttention {
-                EncDecAttention: T5Attention::new(&layer.pp(1).pp("EncDecAttention"), cfg, false, true),
+                EncDecAttention: T5Attention::new(
+                    &layer.pp(1).pp("EncDecAttention"),
+                    cfg,
+                    false,
+                    true,
+                ),
                 layer_norm: norm(layer.pp(1)),
             }),
             ff: T5LayerFF::new(&layer.pp(if decoder { 2 } else { 1 }), cfg),
@@ -270,11 +311,19 @@ impl T5Block {
 
     /// `x`: `[batch, seq, d_model]`; `self_bias`: `[batch|1, heads, seq, seq]`;
     /// `cross`: the encoder output `[batch, src, d_model]` and its mask bias `[batch, 1, 1, src]`.
-    pub fn forward(&self, x: Tensor<3>, self_bias: Tensor<4>, cross: Option<(Tensor<3>, Tensor<4>)>) -> Tensor<3> {
+    pub fn forward(
+        &self,
+        x: Tensor<3>,
+        self_bias: Tensor<4>,
+        cross: Option<(Tensor<3>, Tensor<4>)>,
+    ) -> Tensor<3> {
         let sa = &self.self_attention;
         let x = x.clone() + sa.SelfAttention.forward(sa.layer_norm.forward(x), None, self_bias);
         let x = match (&self.cross_attention, cross) {
-            (Some(ca), Some((enc, enc_bias))) => x.clone() + ca.EncDecAttention.forward(ca.layer_norm.forward(x), Some(enc), enc_bias),
+            (Some(ca), Some((enc, enc_bias))) => {
+                x.clone()
+                    + ca.EncDecAttention.forward(ca.layer_norm.forward(x), Some(enc), enc_bias)
+            }
             _ => x,
         };
         self.ff.forward(x)
@@ -302,9 +351,20 @@ impl T5Stack {
     pub fn new(vb: &VarBuilder, cfg: &T5Config, decoder: bool) -> Self {
         let n = if decoder { cfg.decoder_layers() } else { cfg.num_layers };
         Self {
-            embed_tokens: vb.pp("embed_tokens").get_embedding(cfg.vocab_size, cfg.d_model, "weight", Init::Normal(1.0)),
-            block: (0..n).map(|i| T5Block::new(&vb.pp("block").pp(i), cfg, i == 0, decoder)).collect(),
-            final_layer_norm: T5LayerNorm::new(&vb.pp("final_layer_norm"), cfg.d_model, cfg.layer_norm_epsilon),
+            embed_tokens: vb.pp("embed_tokens").get_embedding(
+                cfg.vocab_size,
+                cfg.d_model,
+                "weight",
+                Init::Normal(1.0),
+            ),
+            block: (0..n)
+                .map(|i| T5Block::new(&vb.pp("block").pp(i), cfg, i == 0, decoder))
+                .collect(),
+            final_layer_norm: T5LayerNorm::new(
+                &vb.pp("final_layer_norm"),
+                cfg.d_model,
+                cfg.layer_norm_epsilon,
+            ),
             is_decoder: decoder,
         }
     }
@@ -319,10 +379,16 @@ impl T5Stack {
     /// `ids`, `mask`: `[batch, seq]` (mask 1 token, 0 padding); `cross`: for the decoder, the
     /// encoder output `[batch, src, d_model]` and its mask `[batch, src]`.
     /// Returns the final-norm output `[batch, seq, d_model]`.
-    pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2>, cross: Option<(Tensor<3>, Tensor<2>)>) -> Tensor<3> {
+    pub fn forward(
+        &self,
+        ids: Tensor<2, Int>,
+        mask: Tensor<2>,
+        cross: Option<(Tensor<3>, Tensor<2>)>,
+    ) -> Tensor<3> {
         let x = self.embed(ids);
         let seq = x.dims()[1];
-        let mut bias = self.block[0].self_attention.SelfAttention.compute_bias(seq, seq) + mask_bias(mask);
+        let mut bias =
+            self.block[0].self_attention.SelfAttention.compute_bias(seq, seq) + mask_bias(mask);
         if self.is_decoder {
             // Causal: position q sees keys 0..=q only.
             let future = Tensor::<2>::ones([seq, seq], &x.device()).triu(1).mul_scalar(MASKED);
@@ -358,7 +424,12 @@ impl T5Model {
     /// Runs the decoder on `decoder_ids` `[batch, tgt]` over the encoder output `[batch, src,
     /// d_model]` with its mask `[batch, src]`; returns the decoder's final-norm output
     /// `[batch, tgt, d_model]`, or `None` for an encoder-only model.
-    pub fn decode(&self, decoder_ids: Tensor<2, Int>, encoded: Tensor<3>, mask: Tensor<2>) -> Option<Tensor<3>> {
+    pub fn decode(
+        &self,
+        decoder_ids: Tensor<2, Int>,
+        encoded: Tensor<3>,
+        mask: Tensor<2>,
+    ) -> Option<Tensor<3>> {
         let decoder = self.decoder.as_ref()?;
         let tgt_mask = decoder_ids.clone().float().ones_like();
         Some(decoder.forward(decoder_ids, tgt_mask, Some((encoded, mask))))
@@ -395,7 +466,11 @@ mod tests {
             (40, true, 16, 64, 15),
         ];
         for (rp, bi, nb, md, want) in cases {
-            assert_eq!(relative_position_bucket(rp, bi, nb, md), want, "rp={rp} bi={bi} nb={nb} md={md}");
+            assert_eq!(
+                relative_position_bucket(rp, bi, nb, md),
+                want,
+                "rp={rp} bi={bi} nb={nb} md={md}"
+            );
         }
     }
 }

@@ -75,14 +75,22 @@ impl Checkpoint {
         let index = join(dir, "model.safetensors.index.json");
         let mut buffers = Vec::new();
         for rel in Self::weight_files(files, dir)? {
-            let bytes = files.read(&rel)?.ok_or_else(|| Error::layout(files.path(&rel), "missing: a weight file of this model (listed by the shard index)"))?;
+            let bytes = files.read(&rel)?.ok_or_else(|| {
+                Error::layout(
+                    files.path(&rel),
+                    "missing: a weight file of this model (listed by the shard index)",
+                )
+            })?;
             buffers.push((files.path(&rel), bytes));
         }
         let ckpt = Self::from_buffers(buffers)?;
         if let Some(idx) = files.json::<ShardIndex>(&index)?
             && let Some(name) = idx.weight_map.keys().find(|n| !ckpt.entries.contains_key(*n))
         {
-            return Err(Error::layout(files.path(&index), format!("lists tensor `{name}`, which no shard holds")));
+            return Err(Error::layout(
+                files.path(&index),
+                format!("lists tensor `{name}`, which no shard holds"),
+            ));
         }
         Ok(ckpt)
     }
@@ -93,12 +101,16 @@ impl Checkpoint {
         let mut files = Vec::with_capacity(buffers.len());
         let mut entries = BTreeMap::new();
         for (i, (path, bytes)) in buffers.into_iter().enumerate() {
-            let st = SafeTensors::deserialize(&bytes).map_err(|source| Error::Safetensors { path: path.clone(), source })?;
+            let st = SafeTensors::deserialize(&bytes)
+                .map_err(|source| Error::Safetensors { path: path.clone(), source })?;
             let base = bytes.as_ptr() as usize;
             for (name, view) in st.tensors() {
                 let start = view.data().as_ptr() as usize - base;
                 let range = start..start + view.data().len();
-                entries.insert(name, Entry { file: i, dtype: view.dtype(), shape: view.shape().to_vec(), range });
+                entries.insert(
+                    name,
+                    Entry { file: i, dtype: view.dtype(), shape: view.shape().to_vec(), range },
+                );
             }
             files.push((path, bytes));
         }
@@ -121,21 +133,40 @@ impl Checkpoint {
 
     /// Decodes a tensor to f32 (F16 and BF16 are widened exactly).
     pub fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
-        let e = self.entries.get(name).ok_or_else(|| Error::Invalid(format!("no tensor `{name}`")))?;
+        let e =
+            self.entries.get(name).ok_or_else(|| Error::Invalid(format!("no tensor `{name}`")))?;
         let (path, bytes) = &self.files[e.file];
         let raw = &bytes[e.range.clone()];
         // Safetensors data is little-endian and unaligned in the file: decode by chunks.
         Ok(match e.dtype {
-            Dtype::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            Dtype::F16 => raw.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            Dtype::BF16 => raw.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            other => return Err(Error::Dtype { path: path.clone(), name: name.into(), dtype: format!("{other:?}") }),
+            Dtype::F32 => {
+                raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+            }
+            Dtype::F16 => raw
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dtype::BF16 => raw
+                .chunks_exact(2)
+                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            other => {
+                return Err(Error::Dtype {
+                    path: path.clone(),
+                    name: name.into(),
+                    dtype: format!("{other:?}"),
+                });
+            }
         })
     }
 
     /// The first of `name`'s aliases and prefixed spellings that this checkpoint holds.
     fn resolve(&self, name: &str) -> Option<String> {
-        let group = ALIASES.iter().find(|g| g.contains(&name)).map(|g| g.to_vec()).unwrap_or_else(|| vec![name]);
+        let group = ALIASES
+            .iter()
+            .find(|g| g.contains(&name))
+            .map(|g| g.to_vec())
+            .unwrap_or_else(|| vec![name]);
         PREFIXES
             .iter()
             .flat_map(|p| group.iter().map(move |n| format!("{p}{n}")))
@@ -232,7 +263,11 @@ impl VarBuilder {
 
     /// A builder for the sub-module `name` (joined with a dot).
     pub fn pp(&self, name: impl std::fmt::Display) -> Self {
-        let prefix = if self.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", self.prefix) };
+        let prefix = if self.prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.prefix)
+        };
         Self { src: self.src.clone(), prefix }
     }
 
@@ -252,7 +287,8 @@ impl VarBuilder {
         };
         self.src.used.borrow_mut().insert(key.clone());
         let stored = ckpt.shape(&key).unwrap_or_default().to_vec();
-        let want: Vec<usize> = if transpose { shape.iter().rev().copied().collect() } else { shape.to_vec() };
+        let want: Vec<usize> =
+            if transpose { shape.iter().rev().copied().collect() } else { shape.to_vec() };
         if stored != want {
             report.mis_shaped.push((key, want, stored));
             return Some(vec![0.0; shape.iter().product()]);
@@ -268,13 +304,24 @@ impl VarBuilder {
     }
 
     /// A parameter of rank `D` named `name` under this prefix.
-    pub fn get<const D: usize>(&self, shape: [usize; D], name: &str, init: Init) -> Param<Tensor<D>> {
+    pub fn get<const D: usize>(
+        &self,
+        shape: [usize; D],
+        name: &str,
+        init: Init,
+    ) -> Param<Tensor<D>> {
         Param::from_tensor(self.tensor(shape, name, init, false))
     }
 
     /// An embedding table `[vocab, d_model]`. Tied tables (both stacks resolving to
     /// `shared.weight`) share one device tensor instead of being uploaded twice.
-    pub fn get_embedding(&self, vocab: usize, d_model: usize, name: &str, init: Init) -> Param<Tensor<2>> {
+    pub fn get_embedding(
+        &self,
+        vocab: usize,
+        d_model: usize,
+        name: &str,
+        init: Init,
+    ) -> Param<Tensor<2>> {
         let key = self.src.checkpoint.as_ref().and_then(|c| c.resolve(&self.full(name)));
         if let Some(t) = key.as_ref().and_then(|k| self.src.cache.borrow().get(k).cloned()) {
             if t.dims() == [vocab, d_model] {
@@ -289,11 +336,23 @@ impl VarBuilder {
     }
 
     /// A `[in, out]` matrix stored as PyTorch's `[out, in]`.
-    pub fn get_linear_weight(&self, d_in: usize, d_out: usize, name: &str, init: Init) -> Param<Tensor<2>> {
+    pub fn get_linear_weight(
+        &self,
+        d_in: usize,
+        d_out: usize,
+        name: &str,
+        init: Init,
+    ) -> Param<Tensor<2>> {
         Param::from_tensor(self.tensor([d_in, d_out], name, init, true))
     }
 
-    fn tensor<const D: usize>(&self, shape: [usize; D], name: &str, init: Init, transpose: bool) -> Tensor<D> {
+    fn tensor<const D: usize>(
+        &self,
+        shape: [usize; D],
+        name: &str,
+        init: Init,
+        transpose: bool,
+    ) -> Tensor<D> {
         let device = &self.src.device;
         match self.data(name, &shape, transpose) {
             Some(v) => Tensor::from_data(TensorData::new(v, shape), device),
@@ -313,10 +372,18 @@ impl VarBuilder {
             let used = self.src.used.borrow();
             let tied: BTreeSet<String> = ALIASES
                 .iter()
-                .filter(|g| g.iter().any(|n| PREFIXES.iter().any(|p| used.contains(&format!("{p}{n}")))))
-                .flat_map(|g| PREFIXES.iter().flat_map(move |p| g.iter().map(move |n| format!("{p}{n}"))))
+                .filter(|g| {
+                    g.iter().any(|n| PREFIXES.iter().any(|p| used.contains(&format!("{p}{n}"))))
+                })
+                .flat_map(|g| {
+                    PREFIXES.iter().flat_map(move |p| g.iter().map(move |n| format!("{p}{n}")))
+                })
                 .collect();
-            report.unused = ckpt.names().filter(|n| !used.contains(*n) && !tied.contains(*n)).map(String::from).collect();
+            report.unused = ckpt
+                .names()
+                .filter(|n| !used.contains(*n) && !tied.contains(*n))
+                .map(String::from)
+                .collect();
         }
         report
     }

@@ -26,7 +26,12 @@ pub fn stratified_folds(labels: &[usize], k: usize, seed: u64) -> Vec<usize> {
 }
 
 /// Rows of `x` (`[n, d]`) and `y` selected by `keep`.
-pub fn subset(x: &[f32], d: usize, y: &[usize], keep: impl Fn(usize) -> bool) -> (Vec<f32>, Vec<usize>) {
+pub fn subset(
+    x: &[f32],
+    d: usize,
+    y: &[usize],
+    keep: impl Fn(usize) -> bool,
+) -> (Vec<f32>, Vec<usize>) {
     let mut xs = Vec::new();
     let mut ys = Vec::new();
     for (i, &label) in y.iter().enumerate() {
@@ -62,7 +67,12 @@ pub fn fit_with_inner_cv(data: &Dataset, k: usize, seed: u64, solver: Solver) ->
 }
 
 /// Picks C on a dev set, then returns the model trained on `train` with it.
-pub fn fit_with_dev(train: &Dataset, dev_x: &[f32], dev_y: &[usize], solver: Solver) -> (LogReg, f64) {
+pub fn fit_with_dev(
+    train: &Dataset,
+    dev_x: &[f32],
+    dev_y: &[usize],
+    solver: Solver,
+) -> (LogReg, f64) {
     let mut best: Option<(f64, LogReg, f64)> = None;
     let mut warm: Option<LogReg> = None;
     for &c in &C_GRID {
@@ -90,7 +100,10 @@ mod tests {
                 let in_fold: Vec<usize> = (0..labels.len()).filter(|&i| folds[i] == f).collect();
                 let pos = in_fold.iter().filter(|&&i| labels[i] == 1).count();
                 let per = 35.0 / k as f64;
-                assert!((pos as f64 - per).abs() <= 1.0, "k={k} fold {f}: {pos} positives, expected ~{per}");
+                assert!(
+                    (pos as f64 - per).abs() <= 1.0,
+                    "k={k} fold {f}: {pos} positives, expected ~{per}"
+                );
             }
             assert_eq!(stratified_folds(&labels, k, 1111), folds, "deterministic");
         }

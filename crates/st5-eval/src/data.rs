@@ -32,7 +32,8 @@ pub struct LabeledPair {
 /// Reads a text file: UTF-8 (BOM stripped), falling back to Latin-1 for files that are not
 /// valid UTF-8 (MR, SUBJ, TREC train), where every byte is one code point.
 pub fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|source| EvalError::Io { path: path.into(), source })?;
+    let bytes =
+        std::fs::read(path).map_err(|source| EvalError::Io { path: path.into(), source })?;
     let text = match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => e.into_bytes().iter().map(|&b| b as char).collect(),
@@ -59,14 +60,26 @@ fn parse_score(path: &Path, line: usize, s: &str) -> Result<f64> {
 pub fn sts_year(dir: &Path) -> Result<(Vec<(String, Vec<ScoredPair>)>, Vec<String>)> {
     let mut sets = Vec::new();
     let mut skipped = Vec::new();
-    let entries = std::fs::read_dir(dir).map_err(|source| EvalError::Io { path: dir.into(), source })?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|source| EvalError::Io { path: dir.into(), source })?;
     let mut gold_files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("STS.gs.") && n.ends_with(".txt") && n != "STS.gs.ALL.txt"))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("STS.gs.") && n.ends_with(".txt") && n != "STS.gs.ALL.txt"
+            })
+        })
         .collect();
     gold_files.sort();
     for gs in gold_files {
-        let name = gs.file_name().unwrap().to_str().unwrap().trim_start_matches("STS.gs.").trim_end_matches(".txt").to_string();
+        let name = gs
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .trim_start_matches("STS.gs.")
+            .trim_end_matches(".txt")
+            .to_string();
         let input = dir.join(format!("STS.input.{name}.txt"));
         if !input.is_file() {
             skipped.push(name);
@@ -77,7 +90,16 @@ pub fn sts_year(dir: &Path) -> Result<(Vec<(String, Vec<ScoredPair>)>, Vec<Strin
         let gold: Vec<(usize, &str)> = lines(&gold_text).collect();
         let inputs: Vec<(usize, &str)> = lines(&input_text).collect();
         if gold.len() != inputs.len() {
-            return Err(bad(&gs, gold.len(), format!("{} gold lines but {} input lines in {}", gold.len(), inputs.len(), input.display())));
+            return Err(bad(
+                &gs,
+                gold.len(),
+                format!(
+                    "{} gold lines but {} input lines in {}",
+                    gold.len(),
+                    inputs.len(),
+                    input.display()
+                ),
+            ));
         }
         let mut pairs = Vec::new();
         for ((ln, g), (iln, inp)) in gold.into_iter().zip(inputs) {
@@ -88,7 +110,11 @@ pub fn sts_year(dir: &Path) -> Result<(Vec<(String, Vec<ScoredPair>)>, Vec<Strin
             let (Some(a), Some(b)) = (cols.next(), cols.next()) else {
                 return Err(bad(&input, iln, "expected sentence1 TAB sentence2"));
             };
-            pairs.push(ScoredPair { a: a.to_string(), b: b.to_string(), score: parse_score(&gs, ln, g)? });
+            pairs.push(ScoredPair {
+                a: a.to_string(),
+                b: b.to_string(),
+                score: parse_score(&gs, ln, g)?,
+            });
         }
         sets.push((name, pairs));
     }
@@ -104,9 +130,17 @@ pub fn sts_benchmark(path: &Path) -> Result<Vec<ScoredPair>> {
         .map(|(ln, l)| {
             let cols: Vec<&str> = l.split('\t').collect();
             if cols.len() < 7 {
-                return Err(bad(path, ln, format!("expected at least 7 TAB columns, found {}", cols.len())));
+                return Err(bad(
+                    path,
+                    ln,
+                    format!("expected at least 7 TAB columns, found {}", cols.len()),
+                ));
             }
-            Ok(ScoredPair { a: cols[5].into(), b: cols[6].into(), score: parse_score(path, ln, cols[4])? })
+            Ok(ScoredPair {
+                a: cols[5].into(),
+                b: cols[6].into(),
+                score: parse_score(path, ln, cols[4])?,
+            })
         })
         .collect()
 }
@@ -121,9 +155,17 @@ pub fn sick(path: &Path) -> Result<Vec<ScoredPair>> {
         .map(|(ln, l)| {
             let cols: Vec<&str> = l.split('\t').collect();
             if cols.len() < 4 {
-                return Err(bad(path, ln, "expected pair_ID, sentence_A, sentence_B, relatedness_score"));
+                return Err(bad(
+                    path,
+                    ln,
+                    "expected pair_ID, sentence_A, sentence_B, relatedness_score",
+                ));
             }
-            Ok(ScoredPair { a: cols[1].into(), b: cols[2].into(), score: parse_score(path, ln, cols[3])? })
+            Ok(ScoredPair {
+                a: cols[1].into(),
+                b: cols[2].into(),
+                score: parse_score(path, ln, cols[3])?,
+            })
         })
         .collect()
 }
@@ -146,8 +188,12 @@ pub fn sst2(path: &Path) -> Result<Vec<Labeled>> {
     lines(&text)
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(ln, l)| {
-            let (s, label) = l.rsplit_once('\t').ok_or_else(|| bad(path, ln, "expected sentence TAB label"))?;
-            let label = label.trim().parse().map_err(|_| bad(path, ln, format!("label `{label}` is not 0 or 1")))?;
+            let (s, label) =
+                l.rsplit_once('\t').ok_or_else(|| bad(path, ln, "expected sentence TAB label"))?;
+            let label = label
+                .trim()
+                .parse()
+                .map_err(|_| bad(path, ln, format!("label `{label}` is not 0 or 1")))?;
             Ok(Labeled { text: s.trim().to_string(), label })
         })
         .collect()
@@ -162,9 +208,13 @@ pub fn trec(path: &Path) -> Result<Vec<Labeled>> {
     lines(&text)
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(ln, l)| {
-            let (tag, q) = l.split_once(' ').ok_or_else(|| bad(path, ln, "expected `LABEL:fine question`"))?;
+            let (tag, q) =
+                l.split_once(' ').ok_or_else(|| bad(path, ln, "expected `LABEL:fine question`"))?;
             let coarse = tag.split(':').next().unwrap_or_default();
-            let label = TREC_CLASSES.iter().position(|c| *c == coarse).ok_or_else(|| bad(path, ln, format!("unknown TREC class `{coarse}`")))?;
+            let label = TREC_CLASSES
+                .iter()
+                .position(|c| *c == coarse)
+                .ok_or_else(|| bad(path, ln, format!("unknown TREC class `{coarse}`")))?;
             Ok(Labeled { text: q.trim().to_string(), label })
         })
         .collect()
@@ -182,7 +232,10 @@ pub fn mrpc(path: &Path) -> Result<Vec<LabeledPair>> {
             if cols.len() < 5 {
                 return Err(bad(path, ln, "expected Quality, #1 ID, #2 ID, #1 String, #2 String"));
             }
-            let label = cols[0].trim().parse().map_err(|_| bad(path, ln, format!("quality `{}` is not 0 or 1", cols[0])))?;
+            let label = cols[0]
+                .trim()
+                .parse()
+                .map_err(|_| bad(path, ln, format!("quality `{}` is not 0 or 1", cols[0])))?;
             Ok(LabeledPair { a: cols[3].into(), b: cols[4].into(), label })
         })
         .collect()
@@ -190,19 +243,31 @@ pub fn mrpc(path: &Path) -> Result<Vec<LabeledPair>> {
 
 /// A GLUE TSV with a header, reading the named text and label columns. `labels` maps label
 /// strings to class ids (empty: the label column is an integer, or a float for regression).
-pub fn glue_tsv(path: &Path, text_cols: &[&str], label_col: &str) -> Result<(Vec<Vec<String>>, Vec<String>)> {
+pub fn glue_tsv(
+    path: &Path,
+    text_cols: &[&str],
+    label_col: &str,
+) -> Result<(Vec<Vec<String>>, Vec<String>)> {
     let text = read_text(path)?;
     let mut it = lines(&text);
     let (_, header) = it.next().ok_or_else(|| bad(path, 1, "empty file"))?;
     let cols: Vec<&str> = header.split('\t').collect();
-    let find = |name: &str| cols.iter().position(|c| *c == name).ok_or_else(|| bad(path, 1, format!("no column `{name}` in header")));
+    let find = |name: &str| {
+        cols.iter()
+            .position(|c| *c == name)
+            .ok_or_else(|| bad(path, 1, format!("no column `{name}` in header")))
+    };
     let idx: Vec<usize> = text_cols.iter().map(|c| find(c)).collect::<Result<_>>()?;
     let li = find(label_col)?;
     let mut texts = Vec::new();
     let mut labels = Vec::new();
     for (ln, l) in it.filter(|(_, l)| !l.is_empty()) {
         let f: Vec<&str> = l.split('\t').collect();
-        let get = |i: usize| f.get(i).map(|s| s.to_string()).ok_or_else(|| bad(path, ln, format!("missing column {}", i + 1)));
+        let get = |i: usize| {
+            f.get(i)
+                .map(|s| s.to_string())
+                .ok_or_else(|| bad(path, ln, format!("missing column {}", i + 1)))
+        };
         texts.push(idx.iter().map(|&i| get(i)).collect::<Result<Vec<_>>>()?);
         labels.push(get(li)?);
     }

@@ -26,7 +26,10 @@ fn label_ids(raw: &[String], known: &[&str], path: &Path) -> Result<Vec<usize>> 
     raw.iter()
         .map(|l| match known.iter().position(|k| k == l) {
             Some(i) => Ok(i),
-            None => Err(EvalError::Invalid(format!("{}: unknown label `{l}` (expected one of {known:?})", path.display()))),
+            None => Err(EvalError::Invalid(format!(
+                "{}: unknown label `{l}` (expected one of {known:?})",
+                path.display()
+            ))),
         })
         .collect()
 }
@@ -34,7 +37,11 @@ fn label_ids(raw: &[String], known: &[&str], path: &Path) -> Result<Vec<usize>> 
 fn pairs(path: &Path, a: &str, b: &str, label: &str, known: &[&str]) -> Result<Vec<LabeledPair>> {
     let (texts, raw) = data::glue_tsv(path, &[a, b], label)?;
     let ids = label_ids(&raw, known, path)?;
-    Ok(texts.into_iter().zip(ids).map(|(t, label)| LabeledPair { a: t[0].clone(), b: t[1].clone(), label }).collect())
+    Ok(texts
+        .into_iter()
+        .zip(ids)
+        .map(|(t, label)| LabeledPair { a: t[0].clone(), b: t[1].clone(), label })
+        .collect())
 }
 
 /// CoLA's TSVs have no header: source, label, original label, sentence.
@@ -47,7 +54,11 @@ fn cola(path: &Path) -> Result<Vec<Labeled>> {
             let f: Vec<&str> = l.split('\t').collect();
             match (f.get(1).and_then(|s| s.parse().ok()), f.get(3)) {
                 (Some(label), Some(s)) => Ok(Labeled { text: s.to_string(), label }),
-                _ => Err(EvalError::Parse { path: path.into(), line: i + 1, message: "expected source, label, original label, sentence".into() }),
+                _ => Err(EvalError::Parse {
+                    path: path.into(),
+                    line: i + 1,
+                    message: "expected source, label, original label, sentence".into(),
+                }),
             }
         })
         .collect()
@@ -62,31 +73,60 @@ fn load_glue(task: &str, dir: &Path, dev: &str) -> Result<Split> {
         "sst2" => {
             let read = |p: &Path| -> Result<Vec<Labeled>> {
                 let (t, l) = data::glue_tsv(p, &["sentence"], "label")?;
-                Ok(t.into_iter().zip(label_ids(&l, &["0", "1"], p)?).map(|(t, label)| Labeled { text: t[0].clone(), label }).collect())
+                Ok(t.into_iter()
+                    .zip(label_ids(&l, &["0", "1"], p)?)
+                    .map(|(t, label)| Labeled { text: t[0].clone(), label })
+                    .collect())
             };
             Split::TrainTest(read(&tr)?, read(&dv)?)
         }
-        "mrpc" => Split::Pairs(pairs(&tr, "#1 String", "#2 String", "Quality", &["0", "1"])?, pairs(&dv, "#1 String", "#2 String", "Quality", &["0", "1"])?),
+        "mrpc" => Split::Pairs(
+            pairs(&tr, "#1 String", "#2 String", "Quality", &["0", "1"])?,
+            pairs(&dv, "#1 String", "#2 String", "Quality", &["0", "1"])?,
+        ),
         "stsb" => {
             let read = |p: &Path| -> Result<Vec<ScoredPair>> {
                 let (t, l) = data::glue_tsv(p, &["sentence1", "sentence2"], "score")?;
                 t.into_iter()
                     .zip(l)
-                    .map(|(t, s)| Ok(ScoredPair { a: t[0].clone(), b: t[1].clone(), score: s.parse().map_err(|_| EvalError::Invalid(format!("{}: score `{s}`", p.display())))? }))
+                    .map(|(t, s)| {
+                        Ok(ScoredPair {
+                            a: t[0].clone(),
+                            b: t[1].clone(),
+                            score: s.parse().map_err(|_| {
+                                EvalError::Invalid(format!("{}: score `{s}`", p.display()))
+                            })?,
+                        })
+                    })
                     .collect()
             };
             Split::Regression(read(&tr)?, read(&dv)?)
         }
-        "qqp" => Split::Pairs(pairs(&tr, "question1", "question2", "is_duplicate", &["0", "1"])?, pairs(&dv, "question1", "question2", "is_duplicate", &["0", "1"])?),
-        "mnli-m" | "mnli-mm" => Split::Pairs(pairs(&tr, "sentence1", "sentence2", "gold_label", &nli)?, pairs(&dv, "sentence1", "sentence2", "gold_label", &nli)?),
-        "qnli" => Split::Pairs(pairs(&tr, "question", "sentence", "label", &bin)?, pairs(&dv, "question", "sentence", "label", &bin)?),
-        "rte" => Split::Pairs(pairs(&tr, "sentence1", "sentence2", "label", &bin)?, pairs(&dv, "sentence1", "sentence2", "label", &bin)?),
+        "qqp" => Split::Pairs(
+            pairs(&tr, "question1", "question2", "is_duplicate", &["0", "1"])?,
+            pairs(&dv, "question1", "question2", "is_duplicate", &["0", "1"])?,
+        ),
+        "mnli-m" | "mnli-mm" => Split::Pairs(
+            pairs(&tr, "sentence1", "sentence2", "gold_label", &nli)?,
+            pairs(&dv, "sentence1", "sentence2", "gold_label", &nli)?,
+        ),
+        "qnli" => Split::Pairs(
+            pairs(&tr, "question", "sentence", "label", &bin)?,
+            pairs(&dv, "question", "sentence", "label", &bin)?,
+        ),
+        "rte" => Split::Pairs(
+            pairs(&tr, "sentence1", "sentence2", "label", &bin)?,
+            pairs(&dv, "sentence1", "sentence2", "label", &bin)?,
+        ),
         _ => return Err(EvalError::Invalid(format!("unknown GLUE task `{task}`"))),
     })
 }
 
 /// The SentGLUE tasks that can run, and the names of those skipped with the reason.
-pub fn sentglue_tasks(data: &Path, glue_dir: Option<&Path>) -> Result<(Vec<ClassifyTask>, Vec<(String, String)>)> {
+pub fn sentglue_tasks(
+    data: &Path,
+    glue_dir: Option<&Path>,
+) -> Result<(Vec<ClassifyTask>, Vec<(String, String)>)> {
     let mut tasks = Vec::new();
     let mut skipped = Vec::new();
     for (task, folder, dev) in GLUE_TASKS {
@@ -96,19 +136,34 @@ pub fn sentglue_tasks(data: &Path, glue_dir: Option<&Path>) -> Result<(Vec<Class
             _ => 0,
         };
         let name = format!("glue-{task}");
-        if let Some(dir) = glue_dir.map(|g| g.join(folder)).filter(|d| d.join("train.tsv").is_file() && d.join(dev).is_file()) {
+        if let Some(dir) = glue_dir
+            .map(|g| g.join(folder))
+            .filter(|d| d.join("train.tsv").is_file() && d.join(dev).is_file())
+        {
             tasks.push(ClassifyTask { name, classes, split: load_glue(task, &dir, dev)? });
             continue;
         }
         // Built-in copies in shared/data; GLUE's dev split is the test here (GLUE test labels are hidden).
         let split = match task {
-            "sst2" => Split::TrainTest(data::sst2(&data.join("sst2/sentiment-train"))?, data::sst2(&data.join("sst2/sentiment-dev"))?),
-            "mrpc" => Split::Pairs(data::mrpc(&data.join("mrpc/msr_paraphrase_train.txt"))?, data::mrpc(&data.join("mrpc/msr_paraphrase_test.txt"))?),
-            "stsb" => Split::Regression(data::sts_benchmark(&data.join("stsbenchmark/sts-train.csv"))?, data::sts_benchmark(&data.join("stsbenchmark/sts-dev.csv"))?),
+            "sst2" => Split::TrainTest(
+                data::sst2(&data.join("sst2/sentiment-train"))?,
+                data::sst2(&data.join("sst2/sentiment-dev"))?,
+            ),
+            "mrpc" => Split::Pairs(
+                data::mrpc(&data.join("mrpc/msr_paraphrase_train.txt"))?,
+                data::mrpc(&data.join("mrpc/msr_paraphrase_test.txt"))?,
+            ),
+            "stsb" => Split::Regression(
+                data::sts_benchmark(&data.join("stsbenchmark/sts-train.csv"))?,
+                data::sts_benchmark(&data.join("stsbenchmark/sts-dev.csv"))?,
+            ),
             _ => {
                 let why = match glue_dir {
                     Some(g) => format!("no {}/{folder}/train.tsv and {dev}", g.display()),
-                    None => "not in shared/data (no training split); pass --glue-dir with GLUE's TSVs".into(),
+                    None => {
+                        "not in shared/data (no training split); pass --glue-dir with GLUE's TSVs"
+                            .into()
+                    }
                 };
                 skipped.push((name, why));
                 continue;

@@ -20,7 +20,9 @@ use std::time::Instant;
 use serde::Serialize;
 
 pub use error::{EvalError, Result};
-use tasks::{ClassifyResult, ClassifyTask, Geometry, GeometryTask, Protocol, StsResult, StsTask, Table};
+use tasks::{
+    ClassifyResult, ClassifyTask, Geometry, GeometryTask, Protocol, StsResult, StsTask, Table,
+};
 
 pub const STS_TASKS: [&str; 7] = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"];
 pub const TRANSFER_TASKS: [&str; 7] = ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc"];
@@ -86,18 +88,34 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
 }
 
 /// Runs the tasks in `options`. `embed` maps a list of texts to `(row-major [n, dim], dim)`.
-pub fn run(options: &EvalOptions, embed: &mut dyn FnMut(&[String]) -> Result<(Vec<f32>, usize)>) -> Result<Report> {
+pub fn run(
+    options: &EvalOptions,
+    embed: &mut dyn FnMut(&[String]) -> Result<(Vec<f32>, usize)>,
+) -> Result<Report> {
     let t0 = Instant::now();
     let data = &options.data_dir;
-    let sts: Vec<StsTask> = options.tasks.iter().filter(|t| STS_TASKS.contains(&t.as_str())).map(|t| StsTask::load(t, data)).collect::<Result<_>>()?;
-    let transfer: Vec<ClassifyTask> =
-        options.tasks.iter().filter(|t| TRANSFER_TASKS.contains(&t.as_str())).map(|t| ClassifyTask::load(t, data)).collect::<Result<_>>()?;
+    let sts: Vec<StsTask> = options
+        .tasks
+        .iter()
+        .filter(|t| STS_TASKS.contains(&t.as_str()))
+        .map(|t| StsTask::load(t, data))
+        .collect::<Result<_>>()?;
+    let transfer: Vec<ClassifyTask> = options
+        .tasks
+        .iter()
+        .filter(|t| TRANSFER_TASKS.contains(&t.as_str()))
+        .map(|t| ClassifyTask::load(t, data))
+        .collect::<Result<_>>()?;
     let (sentglue, sentglue_skipped) = if options.tasks.iter().any(|t| t == "sentglue") {
         glue::sentglue_tasks(data, options.glue_dir.as_deref())?
     } else {
         (Vec::new(), Vec::new())
     };
-    let geometry = if options.tasks.iter().any(|t| t == "geometry") { Some(GeometryTask::load(data)?) } else { None };
+    let geometry = if options.tasks.iter().any(|t| t == "geometry") {
+        Some(GeometryTask::load(data)?)
+    } else {
+        None
+    };
 
     // Each distinct text once, in first-seen order.
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -117,14 +135,22 @@ pub fn run(options: &EvalOptions, embed: &mut dyn FnMut(&[String]) -> Result<(Ve
     let (vectors, dim) = embed(&texts)?;
     let seconds_embedding = te.elapsed().as_secs_f64();
     if vectors.len() != texts.len() * dim {
-        return Err(EvalError::Invalid(format!("embedding function returned {} values for {} texts of dim {dim}", vectors.len(), texts.len())));
+        return Err(EvalError::Invalid(format!(
+            "embedding function returned {} values for {} texts of dim {dim}",
+            vectors.len(),
+            texts.len()
+        )));
     }
     let table = Table { index, data: vectors, dim };
 
     let sts_results: Vec<StsResult> = sts.iter().map(|t| t.score(&table)).collect();
-    let avg7 = (sts_results.len() == STS_TASKS.len()).then(|| mean(sts_results.iter().map(|r| r.all))).flatten();
-    let transfer_results: Vec<ClassifyResult> = transfer.iter().map(|t| t.score(&table, &options.protocol)).collect();
-    let glue_results: Vec<ClassifyResult> = sentglue.iter().map(|t| t.score(&table, &options.protocol)).collect();
+    let avg7 = (sts_results.len() == STS_TASKS.len())
+        .then(|| mean(sts_results.iter().map(|r| r.all)))
+        .flatten();
+    let transfer_results: Vec<ClassifyResult> =
+        transfer.iter().map(|t| t.score(&table, &options.protocol)).collect();
+    let glue_results: Vec<ClassifyResult> =
+        sentglue.iter().map(|t| t.score(&table, &options.protocol)).collect();
     Ok(Report {
         avg7,
         transfer_avg: mean(transfer_results.iter().map(|r| r.accuracy)),
@@ -146,7 +172,8 @@ impl Report {
         let row = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
         let sep = |n: usize| format!("|{}\n", "---|".repeat(n));
         if !self.sts.is_empty() {
-            out += "### STS (Spearman ×100 of cosine similarity; STS12–16 pooled \"all\" setting)\n\n";
+            out +=
+                "### STS (Spearman ×100 of cosine similarity; STS12–16 pooled \"all\" setting)\n\n";
             let mut head: Vec<String> = self.sts.iter().map(|r| r.name.to_uppercase()).collect();
             let mut vals: Vec<String> = self.sts.iter().map(|r| format!("{:.2}", r.all)).collect();
             if let Some(a) = self.avg7 {
@@ -159,11 +186,19 @@ impl Report {
             let years: Vec<&StsResult> = self.sts.iter().filter(|r| r.subsets.len() > 1).collect();
             if !years.is_empty() {
                 out += "\nPer-year mean of subsets (SentEval \"mean\"): ";
-                out += &years.iter().map(|r| format!("{} {:.2}", r.name.to_uppercase(), r.mean)).collect::<Vec<_>>().join(", ");
+                out += &years
+                    .iter()
+                    .map(|r| format!("{} {:.2}", r.name.to_uppercase(), r.mean))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 out += "\n";
             }
             for r in self.sts.iter().filter(|r| !r.skipped.is_empty()) {
-                out += &format!("\n{}: skipped {} (gold file without inputs)\n", r.name.to_uppercase(), r.skipped.join(", "));
+                out += &format!(
+                    "\n{}: skipped {} (gold file without inputs)\n",
+                    r.name.to_uppercase(),
+                    r.skipped.join(", ")
+                );
             }
             out += "\n";
         }
@@ -187,10 +222,18 @@ impl Report {
             s + "\n"
         };
         if !self.transfer.is_empty() {
-            out += &classify("SentEval transfer (accuracy ×100; MRPC accuracy / F1)", &self.transfer, self.transfer_avg);
+            out += &classify(
+                "SentEval transfer (accuracy ×100; MRPC accuracy / F1)",
+                &self.transfer,
+                self.transfer_avg,
+            );
         }
         if !self.sentglue.is_empty() || !self.sentglue_skipped.is_empty() {
-            out += &classify("SentGLUE (dev accuracy ×100; MRPC accuracy / F1; STS-B Spearman ×100)", &self.sentglue, None);
+            out += &classify(
+                "SentGLUE (dev accuracy ×100; MRPC accuracy / F1; STS-B Spearman ×100)",
+                &self.sentglue,
+                None,
+            );
             for (n, why) in &self.sentglue_skipped {
                 out += &format!("- skipped {n}: {why}\n");
             }
@@ -201,7 +244,10 @@ impl Report {
             out += &row(vec!["alignment".into(), "uniformity".into()]);
             out += &sep(2);
             out += &row(vec![format!("{:.4}", g.alignment), format!("{:.4}", g.uniformity)]);
-            out += &format!("\n{} positive pairs (STS-B test, gold ≥ 4), {} sentences\n\n", g.positive_pairs, g.sentences);
+            out += &format!(
+                "\n{} positive pairs (STS-B test, gold ≥ 4), {} sentences\n\n",
+                g.positive_pairs, g.sentences
+            );
         }
         out += &format!(
             "{} distinct texts embedded in {:.1} s; total {:.1} s\n",

@@ -51,7 +51,11 @@ fn outputs(classes: usize) -> usize {
 /// Worker threads for a pass over `n` rows of width `d`: one for small problems, where
 /// spawning costs more than it saves.
 fn threads_for(n: usize, d: usize) -> usize {
-    if n * d < 1 << 18 { 1 } else { std::thread::available_parallelism().map_or(1, |t| t.get()).min(8) }
+    if n * d < 1 << 18 {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |t| t.get()).min(8)
+    }
 }
 
 /// `a · b` in f32 with 16 independent lanes, so it vectorises without reassociation flags.
@@ -269,7 +273,15 @@ impl LogReg {
     pub fn predict(&self, x: &[f32]) -> Vec<usize> {
         self.proba(x)
             .chunks(self.classes)
-            .map(|p| p.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (j, &v)| if v > best.1 { (j, v) } else { best }).0)
+            .map(|p| {
+                p.iter()
+                    .enumerate()
+                    .fold(
+                        (0, f64::NEG_INFINITY),
+                        |best, (j, &v)| if v > best.1 { (j, v) } else { best },
+                    )
+                    .0
+            })
             .collect()
     }
 }
@@ -308,7 +320,11 @@ mod tests {
                 let mut q = theta.clone();
                 q[k] -= h;
                 let num = (objective(&data, 0.7, &p).0 - objective(&data, 0.7, &q).0) / (2.0 * h);
-                assert!((num - g[k]).abs() < 1e-4, "classes {classes}, param {k}: {num} vs {}", g[k]);
+                assert!(
+                    (num - g[k]).abs() < 1e-4,
+                    "classes {classes}, param {k}: {num} vs {}",
+                    g[k]
+                );
             }
         }
     }

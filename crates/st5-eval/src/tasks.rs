@@ -76,8 +76,17 @@ impl StsTask {
     pub fn load(name: &str, data: &Path) -> Result<Self> {
         let (subsets, skipped) = match name {
             "sts12" | "sts13" | "sts14" | "sts15" | "sts16" => data::sts_year(&data.join(name))?,
-            "stsb" => (vec![("test".into(), data::sts_benchmark(&data.join("stsbenchmark/sts-test.csv"))?)], vec![]),
-            "sickr" => (vec![("test".into(), data::sick(&data.join("sick/SICK_test_annotated.txt"))?)], vec![]),
+            "stsb" => (
+                vec![(
+                    "test".into(),
+                    data::sts_benchmark(&data.join("stsbenchmark/sts-test.csv"))?,
+                )],
+                vec![],
+            ),
+            "sickr" => (
+                vec![("test".into(), data::sick(&data.join("sick/SICK_test_annotated.txt"))?)],
+                vec![],
+            ),
             _ => return Err(EvalError::Invalid(format!("unknown STS task `{name}`"))),
         };
         Ok(Self { name: name.into(), subsets, skipped })
@@ -88,8 +97,10 @@ impl StsTask {
     }
 
     pub fn score(&self, emb: &dyn Lookup) -> StsResult {
-        let subsets: Vec<(String, f64, usize)> = self.subsets.iter().map(|(n, p)| (n.clone(), sts_score(p, emb), p.len())).collect();
-        let pooled: Vec<ScoredPair> = self.subsets.iter().flat_map(|(_, p)| p.iter().cloned()).collect();
+        let subsets: Vec<(String, f64, usize)> =
+            self.subsets.iter().map(|(n, p)| (n.clone(), sts_score(p, emb), p.len())).collect();
+        let pooled: Vec<ScoredPair> =
+            self.subsets.iter().flat_map(|(_, p)| p.iter().cloned()).collect();
         StsResult {
             name: self.name.clone(),
             all: sts_score(&pooled, emb),
@@ -159,7 +170,10 @@ fn features(items: &[Labeled], emb: &dyn Lookup) -> (Vec<f32>, Vec<usize>) {
 }
 
 /// `[u, v, |u−v|, u*v]` per `(a, b, label)` (SentEval's pair features), with the labels.
-fn pair_features<'a>(items: impl Iterator<Item = (&'a str, &'a str, usize)>, emb: &dyn Lookup) -> (Vec<f32>, Vec<usize>) {
+fn pair_features<'a>(
+    items: impl Iterator<Item = (&'a str, &'a str, usize)>,
+    emb: &dyn Lookup,
+) -> (Vec<f32>, Vec<usize>) {
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for (a, b, label) in items {
         let (u, v) = (emb.get(a), emb.get(b));
@@ -185,16 +199,48 @@ impl ClassifyTask {
     pub fn load(name: &str, data: &Path) -> Result<Self> {
         let j = |p: &str| data.join(p);
         let (classes, split) = match name {
-            "mr" => (2, Split::KFold(data::binary_files(&j("mr/rt-polarity.pos"), &j("mr/rt-polarity.neg"))?)),
-            "cr" => (2, Split::KFold(data::binary_files(&j("cr/custrev.pos"), &j("cr/custrev.neg"))?)),
-            "subj" => (2, Split::KFold(data::binary_files(&j("subj/subj.subjective"), &j("subj/subj.objective"))?)),
-            "mpqa" => (2, Split::KFold(data::binary_files(&j("mpqa/mpqa.pos"), &j("mpqa/mpqa.neg"))?)),
+            "mr" => (
+                2,
+                Split::KFold(data::binary_files(
+                    &j("mr/rt-polarity.pos"),
+                    &j("mr/rt-polarity.neg"),
+                )?),
+            ),
+            "cr" => {
+                (2, Split::KFold(data::binary_files(&j("cr/custrev.pos"), &j("cr/custrev.neg"))?))
+            }
+            "subj" => (
+                2,
+                Split::KFold(data::binary_files(
+                    &j("subj/subj.subjective"),
+                    &j("subj/subj.objective"),
+                )?),
+            ),
+            "mpqa" => {
+                (2, Split::KFold(data::binary_files(&j("mpqa/mpqa.pos"), &j("mpqa/mpqa.neg"))?))
+            }
             "sst2" => (
                 2,
-                Split::TrainDevTest(data::sst2(&j("sst2/sentiment-train"))?, data::sst2(&j("sst2/sentiment-dev"))?, data::sst2(&j("sst2/sentiment-test"))?),
+                Split::TrainDevTest(
+                    data::sst2(&j("sst2/sentiment-train"))?,
+                    data::sst2(&j("sst2/sentiment-dev"))?,
+                    data::sst2(&j("sst2/sentiment-test"))?,
+                ),
             ),
-            "trec" => (6, Split::TrainTest(data::trec(&j("trec/train_5500.label"))?, data::trec(&j("trec/TREC_10.label"))?)),
-            "mrpc" => (2, Split::Pairs(data::mrpc(&j("mrpc/msr_paraphrase_train.txt"))?, data::mrpc(&j("mrpc/msr_paraphrase_test.txt"))?)),
+            "trec" => (
+                6,
+                Split::TrainTest(
+                    data::trec(&j("trec/train_5500.label"))?,
+                    data::trec(&j("trec/TREC_10.label"))?,
+                ),
+            ),
+            "mrpc" => (
+                2,
+                Split::Pairs(
+                    data::mrpc(&j("mrpc/msr_paraphrase_train.txt"))?,
+                    data::mrpc(&j("mrpc/msr_paraphrase_test.txt"))?,
+                ),
+            ),
             _ => return Err(EvalError::Invalid(format!("unknown transfer task `{name}`"))),
         };
         Ok(Self { name: name.into(), classes, split })
@@ -208,8 +254,12 @@ impl ClassifyTask {
             Split::KFold(a) => t(a),
             Split::TrainDevTest(a, b, c) => [t(a), t(b), t(c)].concat(),
             Split::TrainTest(a, b) => [t(a), t(b)].concat(),
-            Split::Pairs(a, b) => a.iter().chain(b).flat_map(|p| [p.a.as_str(), p.b.as_str()]).collect(),
-            Split::Regression(a, b) => a.iter().chain(b).flat_map(|p| [p.a.as_str(), p.b.as_str()]).collect(),
+            Split::Pairs(a, b) => {
+                a.iter().chain(b).flat_map(|p| [p.a.as_str(), p.b.as_str()]).collect()
+            }
+            Split::Regression(a, b) => {
+                a.iter().chain(b).flat_map(|p| [p.a.as_str(), p.b.as_str()]).collect()
+            }
         }
     }
 
@@ -234,22 +284,45 @@ impl ClassifyTask {
                     cs.push(c);
                 }
                 let n = items.len();
-                ClassifyResult { name: self.name.clone(), accuracy: 100.0 * acc / proto.outer_folds as f64, f1: None, c: cs, n_train: n, n_test: n }
+                ClassifyResult {
+                    name: self.name.clone(),
+                    accuracy: 100.0 * acc / proto.outer_folds as f64,
+                    f1: None,
+                    c: cs,
+                    n_train: n,
+                    n_test: n,
+                }
             }
             Split::TrainDevTest(tr, dv, te) => {
-                let ((xtr, ytr), (xdv, ydv), (xte, yte)) = (features(tr, emb), features(dv, emb), features(te, emb));
+                let ((xtr, ytr), (xdv, ydv), (xte, yte)) =
+                    (features(tr, emb), features(dv, emb), features(te, emb));
                 let train = Dataset { x: &xtr, d, y: &ytr, classes };
                 let (model, c) = fit_with_dev(&train, &xdv, &ydv, proto.solver);
                 let acc = accuracy(&model.predict(&xte), &yte);
-                ClassifyResult { name: self.name.clone(), accuracy: 100.0 * acc, f1: None, c: vec![c], n_train: tr.len(), n_test: te.len() }
+                ClassifyResult {
+                    name: self.name.clone(),
+                    accuracy: 100.0 * acc,
+                    f1: None,
+                    c: vec![c],
+                    n_train: tr.len(),
+                    n_test: te.len(),
+                }
             }
             Split::TrainTest(tr, te) => {
                 let ((xtr, ytr), (xte, yte)) = (features(tr, emb), features(te, emb));
                 let (pred, c) = fit_eval(&xtr, &ytr, d, &xte);
-                ClassifyResult { name: self.name.clone(), accuracy: 100.0 * accuracy(&pred, &yte), f1: None, c: vec![c], n_train: tr.len(), n_test: te.len() }
+                ClassifyResult {
+                    name: self.name.clone(),
+                    accuracy: 100.0 * accuracy(&pred, &yte),
+                    f1: None,
+                    c: vec![c],
+                    n_train: tr.len(),
+                    n_test: te.len(),
+                }
             }
             Split::Pairs(tr, te) => {
-                let ((xtr, ytr), (xte, yte)) = (pair_features(labeled(tr), emb), pair_features(labeled(te), emb));
+                let ((xtr, ytr), (xte, yte)) =
+                    (pair_features(labeled(tr), emb), pair_features(labeled(te), emb));
                 let (pred, c) = fit_eval(&xtr, &ytr, 4 * d, &xte);
                 ClassifyResult {
                     name: self.name.clone(),
@@ -261,11 +334,17 @@ impl ClassifyTask {
                 }
             }
             Split::Regression(tr, te) => {
-                let ((xtr, ytr), (xte, _)) = (pair_features(binned(tr), emb), pair_features(binned(te), emb));
+                let ((xtr, ytr), (xte, _)) =
+                    (pair_features(binned(tr), emb), pair_features(binned(te), emb));
                 let classes = ytr.iter().copied().max().unwrap_or(0) + 1;
                 let train = Dataset { x: &xtr, d: 4 * d, y: &ytr, classes };
-                let (model, c) = fit_with_inner_cv(&train, proto.inner_folds, proto.seed, proto.solver);
-                let expected: Vec<f64> = model.proba(&xte).chunks(classes).map(|p| p.iter().enumerate().map(|(k, q)| k as f64 * q).sum()).collect();
+                let (model, c) =
+                    fit_with_inner_cv(&train, proto.inner_folds, proto.seed, proto.solver);
+                let expected: Vec<f64> = model
+                    .proba(&xte)
+                    .chunks(classes)
+                    .map(|p| p.iter().enumerate().map(|(k, q)| k as f64 * q).sum())
+                    .collect();
                 let gold: Vec<f64> = te.iter().map(|p| p.score).collect();
                 ClassifyResult {
                     name: self.name.clone(),
@@ -308,7 +387,8 @@ fn sq_dist(a: &[f64], b: &[f64]) -> f64 {
 impl GeometryTask {
     pub fn load(data: &Path) -> Result<Self> {
         let pairs = data::sts_benchmark(&data.join("stsbenchmark/sts-test.csv"))?;
-        let mut sentences: Vec<String> = pairs.iter().flat_map(|p| [p.a.clone(), p.b.clone()]).collect();
+        let mut sentences: Vec<String> =
+            pairs.iter().flat_map(|p| [p.a.clone(), p.b.clone()]).collect();
         sentences.sort();
         sentences.dedup();
         Ok(Self { pairs, sentences })
@@ -320,7 +400,9 @@ impl GeometryTask {
 
     pub fn score(&self, emb: &dyn Lookup) -> Geometry {
         let pos: Vec<&ScoredPair> = self.pairs.iter().filter(|p| p.score >= 4.0).collect();
-        let alignment = pos.iter().map(|p| sq_dist(&unit(emb.get(&p.a)), &unit(emb.get(&p.b)))).sum::<f64>() / pos.len().max(1) as f64;
+        let alignment =
+            pos.iter().map(|p| sq_dist(&unit(emb.get(&p.a)), &unit(emb.get(&p.b)))).sum::<f64>()
+                / pos.len().max(1) as f64;
         let vecs: Vec<Vec<f64>> = self.sentences.iter().map(|s| unit(emb.get(s))).collect();
         let (mut acc, mut count) = (0.0f64, 0usize);
         for i in 0..vecs.len() {
@@ -329,6 +411,11 @@ impl GeometryTask {
                 count += 1;
             }
         }
-        Geometry { alignment, uniformity: (acc / count.max(1) as f64).ln(), positive_pairs: pos.len(), sentences: vecs.len() }
+        Geometry {
+            alignment,
+            uniformity: (acc / count.max(1) as f64).ln(),
+            positive_pairs: pos.len(),
+            sentences: vecs.len(),
+        }
     }
 }

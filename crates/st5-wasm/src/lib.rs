@@ -90,7 +90,9 @@ fn entries(value: &JsValue, what: &str) -> Result<js_sys::Array, JsValue> {
     } else if let Some(obj) = value.dyn_ref::<Object>() {
         Ok(Object::entries(obj))
     } else {
-        Err(invalid(&format!("{what} must be an object or Map from file name to Uint8Array/ArrayBuffer")))
+        Err(invalid(&format!(
+            "{what} must be an object or Map from file name to Uint8Array/ArrayBuffer"
+        )))
     }
 }
 
@@ -101,10 +103,14 @@ fn files_from_js(files: &JsValue, label: &str) -> Result<MemoryFiles, JsValue> {
         let pair = js_sys::Array::from(&entry);
         let name = pair.get(0).as_string().ok_or_else(|| invalid("file names must be strings"))?;
         let value = pair.get(1);
-        if !(value.is_instance_of::<Uint8Array>() || value.is_instance_of::<js_sys::ArrayBuffer>()) {
-            return Err(invalid(&format!("file `{name}` must be a Uint8Array or ArrayBuffer (read Blobs first)")));
+        if !(value.is_instance_of::<Uint8Array>() || value.is_instance_of::<js_sys::ArrayBuffer>())
+        {
+            return Err(invalid(&format!(
+                "file `{name}` must be a Uint8Array or ArrayBuffer (read Blobs first)"
+            )));
         }
-        out.files.insert(name.trim_start_matches("./").to_string(), Uint8Array::new(&value).to_vec());
+        out.files
+            .insert(name.trim_start_matches("./").to_string(), Uint8Array::new(&value).to_vec());
     }
     Ok(out)
 }
@@ -122,7 +128,12 @@ enum PlanOut {
 /// errors. Returns `{ need: [...] }`: fetch these (GET; HEAD for `.safetensors`/`.bin`) and call
 /// again; or `{ ready: [...] }`: download these weight files, then `Model.load`.
 #[wasm_bindgen(js_name = planFiles)]
-pub fn plan_files(fetched: JsValue, present: Vec<String>, absent: Vec<String>, label: String) -> Result<JsValue, JsValue> {
+pub fn plan_files(
+    fetched: JsValue,
+    present: Vec<String>,
+    absent: Vec<String>,
+    label: String,
+) -> Result<JsValue, JsValue> {
     let fetched = files_from_js(&fetched, &label)?;
     let mut probe = Probe::new(label);
     probe.fetched = fetched.files;
@@ -146,16 +157,26 @@ pub struct Model {
 impl Model {
     /// Loads a model from in-memory files (sentence-transformers or Hugging Face T5 layout);
     /// `label` prefixes file names in errors (the base URL they came from).
-    pub async fn load(files: JsValue, options: JsValue, label: Option<String>) -> Result<Model, JsValue> {
+    pub async fn load(
+        files: JsValue,
+        options: JsValue,
+        label: Option<String>,
+    ) -> Result<Model, JsValue> {
         let files = files_from_js(&files, label.as_deref().unwrap_or("files:"))?;
         let options: Options = if options.is_undefined() || options.is_null() {
             Options::default()
         } else {
-            serde_wasm_bindgen::from_value(options).map_err(|e| invalid(&format!("options: {e}")))?
+            serde_wasm_bindgen::from_value(options)
+                .map_err(|e| invalid(&format!("options: {e}")))?
         };
         let (device, limit, name) = pick_device(options.device.as_deref()).await?;
         let load = LoadOptions {
-            variant: options.variant.as_deref().map(str::parse::<Variant>).transpose().map_err(js_error)?,
+            variant: options
+                .variant
+                .as_deref()
+                .map(str::parse::<Variant>)
+                .transpose()
+                .map_err(js_error)?,
             tokenizer: None,
             max_seq_length: options.max_seq_length,
             batch_size: options.batch_size.unwrap_or(32),
@@ -232,10 +253,12 @@ impl Index {
         let options: IndexOptions = if options.is_undefined() || options.is_null() {
             IndexOptions::default()
         } else {
-            serde_wasm_bindgen::from_value(options).map_err(|e| invalid(&format!("index options: {e}")))?
+            serde_wasm_bindgen::from_value(options)
+                .map_err(|e| invalid(&format!("index options: {e}")))?
         };
         let (device, limit, name) = pick_device(options.device.as_deref()).await?;
-        let mut index = VectorIndex::new(dim, &device, lower(limit, options.max_buffer_bytes)).map_err(js_error)?;
+        let mut index = VectorIndex::new(dim, &device, lower(limit, options.max_buffer_bytes))
+            .map_err(js_error)?;
         if let Some(rows) = options.shard_rows {
             index = index.with_shard_rows(rows);
         }
