@@ -86,7 +86,9 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, planF
     }
     progress({ file: name, loaded, total: loaded, cached: false, ...overall?.state() });
     // Caching is best effort: a full quota must not fail the load.
-    await store?.put(url, new Response(bytes, { headers: { 'content-type': 'application/octet-stream' } })).catch(() => {});
+    await store
+      ?.put(url, new Response(bytes, { headers: { 'content-type': 'application/octet-stream' } }))
+      .catch(() => {});
     return bytes;
   };
 
@@ -108,7 +110,10 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, planF
     if (plan.ready) {
       let loaded = 0;
       let total = 0;
-      const overall = { add: (l, t) => ((loaded += l), (total += t)), state: () => ({ overallLoaded: loaded, overallTotal: total }) };
+      const overall = {
+        add: (l, t) => ((loaded += l), (total += t)),
+        state: () => ({ overallLoaded: loaded, overallTotal: total }),
+      };
       const weights = await Promise.all(plan.ready.map((name) => get(name, overall)));
       plan.ready.forEach((name, i) => {
         if (!weights[i]) throw new Error(`st5: ${new URL(name, base).href}: not found (it existed a moment ago)`);

@@ -117,7 +117,9 @@ export class Model {
       flat = await inner.embed(texts);
     } catch (err) {
       if (inner.device !== 'webgpu' || !isDeviceFailure(err)) throw err;
-      console.warn(`st5: WebGPU failed during embed (${err?.message ?? err}); re-running on the CPU, which this model now uses.`);
+      console.warn(
+        `st5: WebGPU failed during embed (${err?.message ?? err}); re-running on the CPU, which this model now uses.`,
+      );
       webgpuFailed = true;
       const { files, label } = await this.#reload();
       const cpu = await WasmModel.load(files, { ...this.#options, device: 'cpu' }, label);
@@ -148,7 +150,10 @@ export async function loadInWorker(source, options = {}) {
   const { onProgress, ...rest } = options;
   const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   const model = new WorkerModel(worker, onProgress);
-  await model.call('load', { source: isUrl(source) ? String(new URL(String(source), globalThis.location?.href)) : source, options: rest });
+  await model.call('load', {
+    source: isUrl(source) ? String(new URL(String(source), globalThis.location?.href)) : source,
+    options: rest,
+  });
   return model;
 }
 

@@ -96,7 +96,11 @@ export class SearchIndex {
     const { ids, scores, k: kk } = await this.#index.search(queries, k);
     const q = kk ? ids.length / kk : queries.length / this.#index.dim;
     return Array.from({ length: q }, (_, i) =>
-      Array.from({ length: kk }, (_, j) => ({ id: ids[i * kk + j], text: this.texts[ids[i * kk + j]], score: scores[i * kk + j] })),
+      Array.from({ length: kk }, (_, j) => ({
+        id: ids[i * kk + j],
+        text: this.texts[ids[i * kk + j]],
+        score: scores[i * kk + j],
+      })),
     );
   }
 
@@ -139,7 +143,11 @@ export class SearchIndex {
 /** An empty index for `model`'s vectors. Options: `device` ('auto': as for `load`), `name` (IndexedDB key). */
 export async function createIndex(model, { device = 'auto', name = 'default', maxBufferBytes, shardRows } = {}) {
   await wasm();
-  const index = await WasmIndex.create(model.dim, { device: device === 'auto' ? await autoDevice() : device, maxBufferBytes, shardRows });
+  const index = await WasmIndex.create(model.dim, {
+    device: device === 'auto' ? await autoDevice() : device,
+    maxBufferBytes,
+    shardRows,
+  });
   return new SearchIndex(model, index, name);
 }
 
@@ -189,7 +197,10 @@ export async function importIndex(model, blob, options = {}) {
   const magic = new TextDecoder().decode(bytes.subarray(0, MAGIC.length));
   if (magic !== MAGIC) throw new Error('st5: not an st5 index file');
   const start = MAGIC.length + 4;
-  const len = bytes.length >= start ? new DataView(bytes.buffer, bytes.byteOffset + MAGIC.length, 4).getUint32(0, true) : Infinity;
+  const len =
+    bytes.length >= start
+      ? new DataView(bytes.buffer, bytes.byteOffset + MAGIC.length, 4).getUint32(0, true)
+      : Infinity;
   if (start + len > bytes.length) throw new Error('st5: index file is truncated (its header runs past the end)');
   let header;
   try {

@@ -5,7 +5,13 @@ import { load } from './index.js';
 
 let model = null;
 
-const state = () => ({ device: model.device, dim: model.dim, maxSeqLength: model.maxSeqLength, variant: model.variant, fingerprint: model.fingerprint });
+const state = () => ({
+  device: model.device,
+  dim: model.dim,
+  maxSeqLength: model.maxSeqLength,
+  variant: model.variant,
+  fingerprint: model.fingerprint,
+});
 
 // The device may change mid-call (the WebGPU → CPU fallback warns through console.warn).
 const warn = console.warn.bind(console);

@@ -11,7 +11,9 @@ let index = null;
 // --- model -------------------------------------------------------------------------------
 
 function setBackend() {
-  $('backend').textContent = model ? `Backend: ${model.device === 'webgpu' ? 'WebGPU' : 'CPU'} · model dim ${model.dim} · index on ${index?.device ?? '—'}` : 'Backend: not loaded';
+  $('backend').textContent = model
+    ? `Backend: ${model.device === 'webgpu' ? 'WebGPU' : 'CPU'} · model dim ${model.dim} · index on ${index?.device ?? '—'}`
+    : 'Backend: not loaded';
   $('webgpu-notice').hidden = !model || model.device === 'webgpu';
 }
 
@@ -51,7 +53,10 @@ $('model-form').addEventListener('submit', (e) => {
   e.preventDefault();
   loadModel($('model-url').value, $('model-url').value);
 });
-$('model-files').addEventListener('change', (e) => e.target.files.length && loadModel(e.target.files, 'the picked folder'));
+$('model-files').addEventListener(
+  'change',
+  (e) => e.target.files.length && loadModel(e.target.files, 'the picked folder'),
+);
 document.addEventListener('dragover', (e) => (e.preventDefault(), document.body.classList.add('dragging')));
 document.addEventListener('dragleave', () => document.body.classList.remove('dragging'));
 document.addEventListener('drop', (e) => {
@@ -69,9 +74,9 @@ function csvFields(line) {
   let quoted = false;
   for (let i = 0; i < line.length; i++) {
     const c = line[i];
-    if (quoted && c === '"' && line[i + 1] === '"') (cur += '"'), i++;
+    if (quoted && c === '"' && line[i + 1] === '"') ((cur += '"'), i++);
     else if (c === '"') quoted = !quoted;
-    else if (c === ',' && !quoted) out.push(cur), (cur = '');
+    else if (c === ',' && !quoted) (out.push(cur), (cur = ''));
     else cur += c;
   }
   out.push(cur);
@@ -108,7 +113,11 @@ $('corpus-file').addEventListener('change', async (e) => {
   }
 });
 
-const corpus = () => $('corpus-input').value.split('\n').map((l) => l.trim()).filter(Boolean);
+const corpus = () =>
+  $('corpus-input')
+    .value.split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
 
 function indexReady(note) {
   $('index-status').textContent = note;
@@ -182,7 +191,8 @@ async function search() {
   const ticket = ++pending;
   const { hits, embedMs, searchMs } = await index.search(q, k);
   if (ticket !== pending) return; // a newer keystroke's results are on their way
-  $('query-time').textContent = `${hits.length} results · query embedded in ${embedMs.toFixed(1)} ms · top-${k} over ${index.size} vectors in ${searchMs.toFixed(1)} ms (${index.device})`;
+  $('query-time').textContent =
+    `${hits.length} results · query embedded in ${embedMs.toFixed(1)} ms · top-${k} over ${index.size} vectors in ${searchMs.toFixed(1)} ms (${index.device})`;
   $('results').dataset.query = q; // which query these results answer (for tests and screen readers)
   $('results').replaceChildren(
     ...hits.map((h) => {

@@ -12,7 +12,17 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** The default model: st5-mini, the one `st5` has built in. */
 export const DEFAULT_MODEL = join(ROOT, 'models/st5-mini');
 
-const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.css': 'text/css', '.txt': 'text/plain; charset=utf-8', '.md': 'text/markdown; charset=utf-8', '.png': 'image/png' };
+const TYPES = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.wasm': 'application/wasm',
+  '.json': 'application/json',
+  '.css': 'text/css',
+  '.txt': 'text/plain; charset=utf-8',
+  '.md': 'text/markdown; charset=utf-8',
+  '.png': 'image/png',
+};
 
 /**
  * Serves `routes` (URL prefix → folder, longest prefix first) on 127.0.0.1; `overlay` maps a URL
@@ -34,7 +44,11 @@ export async function serve(routes, { port = 0, overlay = {} } = {}) {
       return;
     }
     const size = statSync(file).size;
-    res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': size, 'cache-control': 'no-cache' });
+    res.writeHead(200, {
+      'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+      'content-length': size,
+      'cache-control': 'no-cache',
+    });
     if (req.method === 'HEAD') res.end();
     else createReadStream(file).pipe(res);
   });

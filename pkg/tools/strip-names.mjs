@@ -22,7 +22,7 @@ function leb(at) {
 
 const kept = [bytes.subarray(0, 8)];
 let removed = 0;
-for (let at = 8; at < bytes.length; ) {
+for (let at = 8; at < bytes.length;) {
   const start = at;
   const id = bytes[at++];
   const [size, body] = leb(at);

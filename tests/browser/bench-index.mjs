@@ -27,7 +27,7 @@ for (const n of sizes) {
       const dim = 768;
       const k = 10;
       let s = 42;
-      const rand = () => ((s = (s * 1103515245 + 12345) % 2147483648) / 2147483648) - 0.5;
+      const rand = () => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648 - 0.5;
       const vectors = new Float32Array(n * dim);
       for (let i = 0; i < n; i++) {
         let norm = 0;
@@ -66,7 +66,11 @@ for (const n of sizes) {
       const want = bruteForce().map(([i]) => i);
       const model = { dim, fingerprint: 'bench', embedFlat: async () => new Float32Array(0) };
       const texts = Array.from({ length: n }, (_, i) => String(i));
-      for (const [label, opts] of [['webgpu', { device: 'webgpu' }], ['webgpu-128MiB', { device: 'webgpu', maxBufferBytes: 128 * 2 ** 20 }], ['cpu', { device: 'cpu' }]]) {
+      for (const [label, opts] of [
+        ['webgpu', { device: 'webgpu' }],
+        ['webgpu-128MiB', { device: 'webgpu', maxBufferBytes: 128 * 2 ** 20 }],
+        ['cpu', { device: 'cpu' }],
+      ]) {
         const idx = await createIndex(model, opts);
         const t0 = performance.now();
         idx.addVectors(texts, vectors);
@@ -81,12 +85,18 @@ for (const n of sizes) {
     },
     { n, repeats },
   );
-  const line = (label) => `${label} ${r[label].ms.toFixed(1)} ms (${r[label].shards} shard${r[label].shards > 1 ? 's' : ''}, upload ${r[label].upload.toFixed(0)} ms, ids ${r[label].same ? '=' : '≠'} JS) ×${(r.js / r[label].ms).toFixed(2)} vs JS`;
-  console.log(`n=${n} dim=768 top-10 median of ${repeats}: JS loop ${r.js.toFixed(1)} ms | ${['webgpu', 'webgpu-128MiB', 'cpu'].map(line).join(' | ')}`);
+  const line = (label) =>
+    `${label} ${r[label].ms.toFixed(1)} ms (${r[label].shards} shard${r[label].shards > 1 ? 's' : ''}, upload ${r[label].upload.toFixed(0)} ms, ids ${r[label].same ? '=' : '≠'} JS) ×${(r.js / r[label].ms).toFixed(2)} vs JS`;
+  console.log(
+    `n=${n} dim=768 top-10 median of ${repeats}: JS loop ${r.js.toFixed(1)} ms | ${['webgpu', 'webgpu-128MiB', 'cpu'].map(line).join(' | ')}`,
+  );
 }
 
 // Indexing throughput: the demo's default model embedding the sample corpus through the index.
-const corpus = (await (await fetch(`${server.url}/corpus/coco-captions.txt`)).text()).trim().split('\n').slice(0, sentences);
+const corpus = (await (await fetch(`${server.url}/corpus/coco-captions.txt`)).text())
+  .trim()
+  .split('\n')
+  .slice(0, sentences);
 for (const device of ['webgpu', 'cpu']) {
   const r = await page.evaluate(
     async ({ device, corpus }) => {
@@ -101,7 +111,9 @@ for (const device of ['webgpu', 'cpu']) {
     },
     { device, corpus },
   );
-  console.log(`indexing on ${r.device}: ${r.added} sentences in ${r.s.toFixed(2)} s = ${(r.added / r.s).toFixed(1)} sentences/s (default model, batch 128)`);
+  console.log(
+    `indexing on ${r.device}: ${r.added} sentences in ${r.s.toFixed(2)} s = ${(r.added / r.s).toFixed(1)} sentences/s (default model, batch 128)`,
+  );
 }
 
 await browser.close();

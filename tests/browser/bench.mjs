@@ -24,7 +24,9 @@ const sentences = readFileSync(join(modelDir, 'bench_input.txt'), 'utf8').split(
 const { app } = installPackage();
 writeIndexPage(app);
 const wasm = readFileSync(join(app, 'node_modules/st5/wasm/st5_wasm_bg.wasm'));
-console.log(`wasm: ${(wasm.length / 1e6).toFixed(2)} MB raw, ${(gzipSync(wasm, { level: 9 }).length / 1e6).toFixed(2)} MB gzipped`);
+console.log(
+  `wasm: ${(wasm.length / 1e6).toFixed(2)} MB raw, ${(gzipSync(wasm, { level: 9 }).length / 1e6).toFixed(2)} MB gzipped`,
+);
 
 const server = await serve({ '/': app, '/model/': modelDir });
 const browser = await launch();
@@ -66,7 +68,9 @@ for (const device of ['webgpu', 'cpu']) {
     },
     { device, sentences, batchSize },
   );
-  console.log(`${device}: ${sentences.length} sentences in ${r.s.toFixed(2)} s = ${(sentences.length / r.s).toFixed(2)} sentences/s (batch ${batchSize}, dim ${r.dim}, ran on ${r.device})`);
+  console.log(
+    `${device}: ${sentences.length} sentences in ${r.s.toFixed(2)} s = ${(sentences.length / r.s).toFixed(2)} sentences/s (batch ${batchSize}, dim ${r.dim}, ran on ${r.device})`,
+  );
   await context.close();
 }
 

@@ -24,7 +24,11 @@ const status = () => page.getByTestId('index-status').textContent();
 
 async function index(expect) {
   await page.getByTestId('index-button').click();
-  await page.waitForFunction((re) => new RegExp(re).test(document.querySelector('[data-testid=index-status]').textContent), expect.source, { timeout: 600_000 });
+  await page.waitForFunction(
+    (re) => new RegExp(re).test(document.querySelector('[data-testid=index-status]').textContent),
+    expect.source,
+    { timeout: 600_000 },
+  );
 }
 
 async function reload() {
@@ -35,8 +39,12 @@ async function reload() {
 /** Types `query` and returns the result items' texts and scores once they show. */
 async function search(query) {
   await page.getByTestId('query-input').fill(query);
-  await page.waitForFunction((q) => document.querySelector('[data-testid=results]').dataset.query === q.trim(), query, { timeout: 120_000 });
-  return page.$$eval('[data-testid=results] [data-testid=result]', (lis) => lis.map((li) => ({ text: li.lastChild.textContent, score: Number(li.dataset.score) })));
+  await page.waitForFunction((q) => document.querySelector('[data-testid=results]').dataset.query === q.trim(), query, {
+    timeout: 120_000,
+  });
+  return page.$$eval('[data-testid=results] [data-testid=result]', (lis) =>
+    lis.map((li) => ({ text: li.lastChild.textContent, score: Number(li.dataset.score) })),
+  );
 }
 
 const failed = await runCases([
@@ -69,16 +77,21 @@ const failed = await runCases([
       const target = SAMPLE[1234];
       const hits = await search(target);
       const rank = hits.findIndex((h) => h.text === target);
-      if (rank < 0 || rank > 2 || !(Math.abs(hits[0].score - 1) < 1e-4)) throw new Error(`"${target}" at rank ${rank}: ${JSON.stringify(hits)}`);
+      if (rank < 0 || rank > 2 || !(Math.abs(hits[0].score - 1) < 1e-4))
+        throw new Error(`"${target}" at rank ${rank}: ${JSON.stringify(hits)}`);
       // The default model (st5-mini) searches by meaning: a query in other words finds captions
       // of the same scene.
       const query = 'someone riding the waves in the ocean';
       const meant = await search(query);
-      if (!meant.slice(0, 3).every((h) => /surf/i.test(h.text))) throw new Error(`"${query}": ${JSON.stringify(meant.slice(0, 3))}`);
+      if (!meant.slice(0, 3).every((h) => /surf/i.test(h.text)))
+        throw new Error(`"${query}": ${JSON.stringify(meant.slice(0, 3))}`);
       const shot = join(mkdtempSync(join(tmpdir(), 'st5-demo-')), 'demo.png');
       await page.screenshot({ path: shot, fullPage: true });
       console.log(`screenshot: ${shot}`);
-      return `${note}; "${target}" ranked ${rank + 1} (score ${hits[0].score}); "${query}" → ${meant.slice(0, 3).map((h) => `"${h.text}" ${h.score.toFixed(3)}`).join(', ')}; ${await page.getByTestId('query-time').textContent()}`;
+      return `${note}; "${target}" ranked ${rank + 1} (score ${hits[0].score}); "${query}" → ${meant
+        .slice(0, 3)
+        .map((h) => `"${h.text}" ${h.score.toFixed(3)}`)
+        .join(', ')}; ${await page.getByTestId('query-time').textContent()}`;
     },
   ],
   [
@@ -181,19 +194,24 @@ const failed = await runCases([
         const out = {};
         for (const device of ['webgpu', 'cpu']) {
           const idx = await createIndex(model, { device, shardRows: 1100 });
-          idx.addVectors(Array.from({ length: n }, (_, i) => String(i)), vectors);
+          idx.addVectors(
+            Array.from({ length: n }, (_, i) => String(i)),
+            vectors,
+          );
           out[device] = { device: idx.device, shards: idx.shards, ks: [] };
           for (const k of [1, 10, n + 7]) out[device].ks.push(await idx.searchVectors(queries, k));
           idx.dispose();
         }
         return out;
       });
-      if (r.webgpu.device !== 'webgpu' || r.webgpu.shards !== 3) throw new Error(`${r.webgpu.device}, ${r.webgpu.shards} shards`);
+      if (r.webgpu.device !== 'webgpu' || r.webgpu.shards !== 3)
+        throw new Error(`${r.webgpu.device}, ${r.webgpu.shards} shards`);
       let worst = 0;
       r.webgpu.ks.forEach((perQuery, ki) =>
         perQuery.forEach((hits, qi) => {
           const cpu = r.cpu.ks[ki][qi];
-          if (hits.length !== cpu.length || hits.some((h, j) => h.id !== cpu[j].id)) throw new Error(`ids differ (k #${ki}, query ${qi})`);
+          if (hits.length !== cpu.length || hits.some((h, j) => h.id !== cpu[j].id))
+            throw new Error(`ids differ (k #${ki}, query ${qi})`);
           hits.forEach((h, j) => (worst = Math.max(worst, Math.abs(h.score - cpu[j].score))));
         }),
       );

@@ -17,8 +17,14 @@ export const FIXTURES = join(ROOT, 'tests/fixtures');
 
 // The flags from the field notes that give headless Chromium a WebGPU adapter (SwiftShader).
 export const CHROMIUM_FLAGS = [
-  '--no-sandbox', '--headless=new', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu', '--enable-features=Vulkan',
+  '--no-sandbox',
+  '--headless=new',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--enable-unsafe-webgpu',
+  '--enable-features=Vulkan',
   '--disable-dev-shm-usage',
 ];
 
@@ -28,11 +34,16 @@ export function installPackage() {
     throw new Error('pkg/wasm is not built: run `bash pkg/build.sh` first');
   }
   const dir = mkdtempSync(join(tmpdir(), 'st5-app-'));
-  const out = execFileSync('npm', ['pack', join(ROOT, 'pkg'), '--pack-destination', dir, '--json'], { encoding: 'utf8' });
+  const out = execFileSync('npm', ['pack', join(ROOT, 'pkg'), '--pack-destination', dir, '--json'], {
+    encoding: 'utf8',
+  });
   const tarball = JSON.parse(out)[0].filename;
   const app = join(dir, 'app');
   execFileSync('mkdir', ['-p', app]);
-  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'scratch', private: true, type: 'module', dependencies: { st5: `file:../${tarball}` } }));
+  writeFileSync(
+    join(app, 'package.json'),
+    JSON.stringify({ name: 'scratch', private: true, type: 'module', dependencies: { st5: `file:../${tarball}` } }),
+  );
   execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: app, stdio: 'inherit' });
   return { app, tarball: join(dir, tarball) };
 }
@@ -49,7 +60,11 @@ export function writeIndexPage(app) {
 
 /** Headless Chromium from the system (never downloaded). */
 export function launch() {
-  return chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true, args: CHROMIUM_FLAGS });
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: CHROMIUM_FLAGS,
+  });
 }
 
 /** Opens `url` and waits for `document.body.dataset.ready`; console lines collect in `logs`. */
@@ -94,7 +109,9 @@ export async function runCases(cases) {
       failed++;
     }
   }
-  console.log(`\ntest result: ${failed ? 'FAILED' : 'ok'}. ${passed} passed; ${failed} failed; 0 ignored; 0 measured; ${cases.length - chosen.length} filtered out`);
+  console.log(
+    `\ntest result: ${failed ? 'FAILED' : 'ok'}. ${passed} passed; ${failed} failed; 0 ignored; 0 measured; ${cases.length - chosen.length} filtered out`,
+  );
   return failed;
 }
 

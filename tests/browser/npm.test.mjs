@@ -6,7 +6,18 @@
 //   node tests/browser/npm.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs both)
 
 import { join } from 'node:path';
-import { FIXTURES, expected, installPackage, launch, maxAbsDiff, open, runCases, serve, softwareAdapter, writeIndexPage } from './harness.mjs';
+import {
+  FIXTURES,
+  expected,
+  installPackage,
+  launch,
+  maxAbsDiff,
+  open,
+  runCases,
+  serve,
+  softwareAdapter,
+  writeIndexPage,
+} from './harness.mjs';
 
 const TOL = 1e-4;
 const ST = 'st-enc-mean-relu';
@@ -15,7 +26,10 @@ const HF = 'hf-t5-gated-bf16-sharded';
 const { app } = installPackage();
 writeIndexPage(app);
 // The Hugging Face fixtures hold no tokenizer; the real T5 one (in the ST fixture) is served in.
-const server = await serve({ '/': app, '/models/': FIXTURES }, { overlay: { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') } });
+const server = await serve(
+  { '/': app, '/models/': FIXTURES },
+  { overlay: { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') } },
+);
 const browser = await launch();
 const context = await browser.newContext();
 // Keep every GPUDevice the page creates, so that a test can lose it for real.
@@ -32,7 +46,8 @@ const { page, logs } = await open(context, `${server.url}/`);
 
 const st = expected(ST);
 const hf = expected(HF);
-const modelHits = (model) => [...server.hits].filter(([p]) => p.startsWith(`/models/${model}/`)).reduce((n, [, c]) => n + c, 0);
+const modelHits = (model) =>
+  [...server.hits].filter(([p]) => p.startsWith(`/models/${model}/`)).reduce((n, [, c]) => n + c, 0);
 
 /** Loads through the package in the page and embeds `texts`; returns rows and facts. */
 function embedIn(page, { url, options = {}, texts, worker = false }) {
@@ -42,7 +57,13 @@ function embedIn(page, { url, options = {}, texts, worker = false }) {
       const t0 = performance.now();
       const m = await (worker ? st5.loadInWorker : st5.load)(url, { ...options, onProgress: (e) => events.push(e) });
       const rows = await m.embed(texts);
-      const out = { rows: rows.map((r) => Array.from(r)), device: m.device, dim: m.dim, events, ms: performance.now() - t0 };
+      const out = {
+        rows: rows.map((r) => Array.from(r)),
+        device: m.device,
+        dim: m.dim,
+        events,
+        ms: performance.now() - t0,
+      };
       await m.dispose();
       return out;
     },
@@ -65,7 +86,8 @@ const failed = await runCases([
       }
       const done = r.events.filter((e) => e.file === 'model.safetensors').at(-1);
       if (done.loaded !== done.total || !(done.total > 0)) throw new Error(`last progress ${JSON.stringify(done)}`);
-      if (!r.events.some((e) => e.stage === 'init') || r.events.at(-1).stage !== 'ready') throw new Error('no init/ready events');
+      if (!r.events.some((e) => e.stage === 'init') || r.events.at(-1).stage !== 'ready')
+        throw new Error('no init/ready events');
       results.webgpu = r.rows;
       return `max abs error ${err.toExponential(2)}, ${files.size} files with progress`;
     },
@@ -86,13 +108,23 @@ const failed = await runCases([
     async () => {
       const before = modelHits(ST);
       const snapshot = new Map(server.hits);
-      const r = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'cpu' }, texts: st.sentences.slice(0, 2) });
+      const r = await embedIn(page, {
+        url: `/models/${ST}/`,
+        options: { device: 'cpu' },
+        texts: st.sentences.slice(0, 2),
+      });
       const requests = modelHits(ST) - before;
       const cached = r.events.filter((e) => e.stage === 'download' && e.cached).length;
       const paths = [...server.hits].filter(([p, c]) => c !== snapshot.get(p)).map(([p]) => p);
-      if (requests !== 0 || cached === 0) throw new Error(`${requests} requests to the server (${paths}), ${cached} cached files`);
-      const fresh = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'cpu', cache: false }, texts: st.sentences.slice(0, 1) });
-      if (modelHits(ST) - before === 0 || fresh.events.some((e) => e.cached)) throw new Error('cache: false still used the cache');
+      if (requests !== 0 || cached === 0)
+        throw new Error(`${requests} requests to the server (${paths}), ${cached} cached files`);
+      const fresh = await embedIn(page, {
+        url: `/models/${ST}/`,
+        options: { device: 'cpu', cache: false },
+        texts: st.sentences.slice(0, 1),
+      });
+      if (modelHits(ST) - before === 0 || fresh.events.some((e) => e.cached))
+        throw new Error('cache: false still used the cache');
       return `0 requests on a warm load (${cached} files from the cache); cache: false fetched again`;
     },
   ],
@@ -111,9 +143,15 @@ const failed = await runCases([
   [
     'load_in_worker_matches_reference',
     async () => {
-      const r = await embedIn(page, { url: `/models/${ST}/`, options: { device: 'webgpu' }, texts: st.sentences, worker: true });
+      const r = await embedIn(page, {
+        url: `/models/${ST}/`,
+        options: { device: 'webgpu' },
+        texts: st.sentences,
+        worker: true,
+      });
       const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
-      if (!(err <= TOL) || r.device !== 'webgpu' || r.dim !== 12) throw new Error(`max abs error ${err} on ${r.device}, dim ${r.dim}`);
+      if (!(err <= TOL) || r.device !== 'webgpu' || r.dim !== 12)
+        throw new Error(`max abs error ${err} on ${r.device}, dim ${r.dim}`);
       if (!r.events.some((e) => e.stage === 'download')) throw new Error('no progress from the worker');
       return `max abs error ${err.toExponential(2)} on ${r.device}`;
     },
@@ -135,7 +173,18 @@ const failed = await runCases([
   [
     'in_memory_blobs_load_like_the_url',
     async () => {
-      const names = ['modules.json', 'config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'sentence_bert_config.json', '1_Pooling/config.json', '2_Dense/config.json', '2_Dense/model.safetensors', '3_Normalize/config.json'];
+      const names = [
+        'modules.json',
+        'config.json',
+        'model.safetensors',
+        'tokenizer.json',
+        'tokenizer_config.json',
+        'sentence_bert_config.json',
+        '1_Pooling/config.json',
+        '2_Dense/config.json',
+        '2_Dense/model.safetensors',
+        '3_Normalize/config.json',
+      ];
       const rows = await page.evaluate(
         async ({ names, base, texts }) => {
           const files = new Map();
@@ -157,7 +206,10 @@ const failed = await runCases([
         const out = await page.evaluate(
           async ({ url, texts, worker }) => {
             const m = await (worker ? st5.loadInWorker : st5.load)(url, { device: 'webgpu' });
-            const calls = Array.from({ length: 50 }, (_, i) => [texts[i % texts.length], texts[(i * 7 + 3) % texts.length]]);
+            const calls = Array.from({ length: 50 }, (_, i) => [
+              texts[i % texts.length],
+              texts[(i * 7 + 3) % texts.length],
+            ]);
             const got = await Promise.all(calls.map((c) => m.embed(c)));
             await m.dispose();
             return { calls, got: got.map((rows) => rows.map((r) => Array.from(r))) };
@@ -165,7 +217,14 @@ const failed = await runCases([
           { url: `/models/${ST}/`, texts: st.sentences, worker },
         );
         const index = (t) => st.sentences.indexOf(t);
-        const err = Math.max(...out.calls.map((c, i) => maxAbsDiff(out.got[i], c.map((t) => st.embeddings['enc-mean'][index(t)]))));
+        const err = Math.max(
+          ...out.calls.map((c, i) =>
+            maxAbsDiff(
+              out.got[i],
+              c.map((t) => st.embeddings['enc-mean'][index(t)]),
+            ),
+          ),
+        );
         if (!(err <= TOL)) throw new Error(`${worker ? 'worker' : 'page'}: max abs error ${err}`);
       }
       return '50 calls at once, on the page and in a worker, each within 1e-4';
@@ -182,7 +241,8 @@ const failed = await runCases([
       );
       const norm = Math.hypot(...rows[0]);
       const trunc = maxAbsDiff([rows[1]], [rows[2]]);
-      if (!(Math.abs(norm - 1) < 1e-4) || !(trunc <= 1e-5)) throw new Error(`empty norm ${norm}, over-long vs truncated ${trunc}`);
+      if (!(Math.abs(norm - 1) < 1e-4) || !(trunc <= 1e-5))
+        throw new Error(`empty norm ${norm}, over-long vs truncated ${trunc}`);
       return `empty text: unit vector; 400 words = their first 16 tokens (diff ${trunc.toExponential(2)})`;
     },
   ],
@@ -204,7 +264,9 @@ const failed = await runCases([
       const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
       const warned = logs.slice(warningsBefore).some((l) => l.startsWith('warning:') && l.includes('WebGPU failed'));
       if (r.first !== 'webgpu' || r.after !== 'cpu' || !(err <= TOL) || !warned) {
-        throw new Error(`device ${r.first} → ${r.after}, max abs error ${err}, warned ${warned}; logs: ${logs.slice(-5).join(' | ')}`);
+        throw new Error(
+          `device ${r.first} → ${r.after}, max abs error ${err}, warned ${warned}; logs: ${logs.slice(-5).join(' | ')}`,
+        );
       }
       return `device lost mid-session: re-ran on the CPU (max abs error ${err.toExponential(2)}) with a console warning`;
     },
@@ -214,7 +276,10 @@ const failed = await runCases([
     async () => {
       const msgs = await page.evaluate(async () => {
         const out = [];
-        for (const attempt of [() => st5.load('/models/nope/', { cache: false }), async () => (await st5.load('/models/st-enc-mean-relu/', { device: 'cpu' })).embed(['ok', 3])]) {
+        for (const attempt of [
+          () => st5.load('/models/nope/', { cache: false }),
+          async () => (await st5.load('/models/st-enc-mean-relu/', { device: 'cpu' })).embed(['ok', 3]),
+        ]) {
           try {
             await attempt();
             out.push('no error');
