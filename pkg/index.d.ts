@@ -41,6 +41,11 @@ export interface LoadOptions {
   maxSeqLength?: number;
   /** Caps any one device buffer below the adapter's own limit, in bytes. */
   maxBufferBytes?: number;
+  /** Threads for the CPU path: `threads` Web Workers, each with its own copy of the weights, while
+   * the page's model runs batches until the first worker has loaded (default: one per core, as
+   * far as the workers' copies fit in 1 GiB; `1`: the page alone). Results are the same for any
+   * value. Ignored on WebGPU. */
+  threads?: number;
   /** Cache downloads with the Cache API (default true). */
   cache?: boolean;
   onProgress?: (event: ProgressEvent) => void;
@@ -54,6 +59,8 @@ export interface SentenceEncoder {
   /** Tokens kept per text; longer texts are truncated, as in sentence-transformers. */
   readonly maxSeqLength: number;
   readonly variant: Variant;
+  /** Threads embedding now: 1 on WebGPU; on the CPU, the workers loaded so far (1 before any). */
+  readonly threads: number;
   /** One L2-normalised vector per text, in order. Calls are queued; any number may overlap. */
   embed(texts: string[]): Promise<Float32Array[]>;
   /** The same, as one row-major array of `texts.length * dim` values. */

@@ -1,9 +1,11 @@
 // st5: Sentence-T5 sentence embeddings in the browser. A thin layer over the wasm core
 // (crates/st5-wasm): file fetching and caching, a call queue, and the fallback from WebGPU to
-// the CPU. `loadInWorker` runs the same thing in a Web Worker.
+// the CPU. On the CPU, `load` spreads batches over a pool of Workers (pool.js), one per core.
+// `loadInWorker` runs the same thing in a Web Worker.
 
 import { Model as WasmModel, autoDevice, fingerprint, planFiles, wasm } from './runtime.js';
 import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
+import { PoolModel, defaultThreads } from './pool.js';
 
 export { clearCache };
 export { createIndex, importIndex, openIndex } from './vector-index.js';
@@ -21,7 +23,7 @@ const isUrl = (s) => typeof s === 'string' || s instanceof URL;
  * @returns {Promise<Model>}
  */
 export async function load(source, options = {}) {
-  const { device = 'auto', onProgress, cache = true, ...modelOptions } = options;
+  const { device = 'auto', onProgress, cache = true, threads, ...modelOptions } = options;
   const started = performance.now();
   await wasm();
   const getFiles = isUrl(source)
@@ -36,8 +38,18 @@ export async function load(source, options = {}) {
   // For a URL the files are read again (from the cache) only if WebGPU fails; in-memory
   // sources are the caller's own objects, so holding them costs nothing extra.
   const reload = isUrl(source) ? () => fetchModelFiles(source, { cache, planFiles }) : () => memoryFiles(source);
-  return new Model(inner, reload, modelOptions, id);
+  const model = new Model(inner, reload, modelOptions, id);
+  const workers = threads ?? defaultThreads(weightBytes(files));
+  if (inner.device !== 'cpu' || !(workers > 1) || typeof Worker === 'undefined') return model;
+  // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
+  const workerOptions = { ...modelOptions, device: 'cpu', threads: 1 };
+  const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions));
+  return new PoolModel(model, spawners);
 }
+
+/** Bytes of the weight files: what each extra copy of the model costs, roughly. */
+const weightBytes = (files) =>
+  [...files].reduce((n, [name, bytes]) => n + (/\.(safetensors|bin)$/.test(name) ? bytes.byteLength : 0), 0);
 
 const isTexts = (texts) => Array.isArray(texts) && texts.every((t) => typeof t === 'string');
 
@@ -80,6 +92,15 @@ export class Model {
   /** `'enc-mean'`, `'enc-first'` or `'encdec-first'`. */
   get variant() {
     return this.#live().variant;
+  }
+  /** Threads embedding for this model: 1 here; a CPU pool (pool.js) reports its members. */
+  get threads() {
+    return 1;
+  }
+
+  /** The batches `embed` would run for `texts`, as arrays of text indices. */
+  planBatches(texts) {
+    return this.#live().planBatches(texts);
   }
 
   #live() {
@@ -146,14 +167,22 @@ export class Model {
  * As `load`, but the model runs in a Web Worker, so the page never blocks. The returned object
  * has the same interface; `onProgress` is called on this thread.
  */
-export async function loadInWorker(source, options = {}) {
+export function loadInWorker(source, options = {}) {
   const { onProgress, ...rest } = options;
+  const absolute = isUrl(source) ? String(new URL(String(source), globalThis.location?.href)) : source;
+  return startWorker(absolute, rest, onProgress);
+}
+
+/** Starts a worker (worker.js) and loads `source` there; resolves once it is ready. */
+async function startWorker(source, options, onProgress) {
   const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   const model = new WorkerModel(worker, onProgress);
-  await model.call('load', {
-    source: isUrl(source) ? String(new URL(String(source), globalThis.location?.href)) : source,
-    options: rest,
-  });
+  try {
+    await model.call('load', { source, options });
+  } catch (err) {
+    worker.terminate();
+    throw err;
+  }
   return model;
 }
 
@@ -204,6 +233,9 @@ class WorkerModel {
   }
   get fingerprint() {
     return this.#state.fingerprint;
+  }
+  get threads() {
+    return this.#state.threads;
   }
 
   /** @returns {Promise<Float32Array[]>} */

@@ -11,6 +11,7 @@ const state = () => ({
   maxSeqLength: model.maxSeqLength,
   variant: model.variant,
   fingerprint: model.fingerprint,
+  threads: model.threads,
 });
 
 // The device may change mid-call (the WebGPU → CPU fallback warns through console.warn).

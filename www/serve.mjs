@@ -48,6 +48,10 @@ export async function serve(routes, { port = 0, overlay = {} } = {}) {
       'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
       'content-length': size,
       'cache-control': 'no-cache',
+      // Cross-origin isolation: SharedArrayBuffer and so multi-threaded wasm (onnxruntime-web's
+      // threads in tests/browser/bench-peer.mjs). Every resource here is same-origin.
+      'cross-origin-opener-policy': 'same-origin',
+      'cross-origin-embedder-policy': 'require-corp',
     });
     if (req.method === 'HEAD') res.end();
     else createReadStream(file).pipe(res);

@@ -104,6 +104,38 @@ const failed = await runCases([
     },
   ],
   [
+    'cpu_worker_pool_is_bit_identical_to_one_thread',
+    async () => {
+      const r = await page.evaluate(
+        async ({ url, texts }) => {
+          const run = async (options) => {
+            const m = await st5.load(url, { device: 'cpu', batchSize: 2, ...options });
+            // Workers join as they finish loading; wait for all of them so that each takes batches.
+            const want = options.threads ?? navigator.hardwareConcurrency;
+            for (let i = 0; i < 600 && m.threads < want; i++) await new Promise((ok) => setTimeout(ok, 50));
+            const threads = m.threads;
+            const rows = (await m.embed(texts)).map((x) => Array.from(x));
+            // A second call on the same pool, with texts in another order.
+            const again = (await m.embed([...texts].reverse())).map((x) => Array.from(x)).reverse();
+            await m.dispose();
+            return { threads, rows, again, device: m.device };
+          };
+          return { one: await run({ threads: 1 }), pool: await run({ threads: 3 }), auto: await run({}) };
+        },
+        { url: `/models/${ST}/`, texts: st.sentences },
+      );
+      const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+      const want = st.embeddings['enc-mean'];
+      const errs = ['one', 'pool', 'auto'].map((k) => maxAbsDiff(r[k].rows, want));
+      const same = ['pool', 'auto'].map((k) => maxAbsDiff(r[k].rows, r.one.rows) + maxAbsDiff(r[k].again, r.one.rows));
+      if (r.one.threads !== 1 || r.pool.threads !== 3 || r.auto.threads !== cores)
+        throw new Error(`threads ${r.one.threads}, ${r.pool.threads}, ${r.auto.threads} (cores ${cores})`);
+      if (!errs.every((e) => e <= 1e-5) || !same.every((d) => d === 0))
+        throw new Error(`max abs errors ${errs}; pool vs one thread ${same}`);
+      return `1, 3 and ${cores} (auto) threads, 6 batches of 2: max abs error ${errs[0].toExponential(2)}, pools bit-identical to one thread`;
+    },
+  ],
+  [
     'warm_load_comes_from_the_cache_api',
     async () => {
       const before = modelHits(ST);

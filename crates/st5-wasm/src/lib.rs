@@ -12,6 +12,26 @@ use st5_core::probe::{FilePlan, Probe, plan};
 use st5_core::{Backend, Device, Embedder, LoadOptions, MemoryFiles, Variant, VectorIndex};
 use wasm_bindgen::prelude::*;
 
+// Static constructors (cubecl registers its IR dialects through `inventory`) run once, here,
+// when the module starts. Without an explicit call, wasm-ld links the module "command-style" and
+// wraps *every* export in a call to all constructors: each `embed`, and each string wasm-bindgen
+// passes in (one `__wbindgen_malloc` per text). That cost ~1.5 ms per call, 0.8 s of st5-mini's
+// 2.3 s for 512 sentences. See inventory's "WebAssembly and constructors" docs:
+// https://docs.rs/inventory/0.3.25/inventory/#webassembly-and-constructors
+#[cfg(target_arch = "wasm32")]
+unsafe extern "C" {
+    fn __wasm_call_ctors();
+}
+
+/// Runs the static constructors once; wasm-bindgen calls this right after instantiation.
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen(start)]
+fn start() {
+    // SAFETY: called once per instance, before any other export (wasm-bindgen's start hook);
+    // wasm-ld then no longer calls the constructors from every export.
+    unsafe { __wasm_call_ctors() }
+}
+
 /// Options accepted by [`Model::load`], as a plain JS object.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -1,0 +1,192 @@
+// The CPU path on every core: a pool of Web Workers, each holding a copy of the model on the
+// wasm CPU backend, with the page's own model bridging the start. A call's texts are cut into the
+// batches the model itself would run (`planBatches`: length-bucketed, so each batch is padded as
+// on one thread), and each worker takes the next batch as soon as it is free. Each batch is the
+// same forward pass on the same wasm code as on one thread, so results are bit-identical to
+// `threads: 1`.
+//
+// The page computes only while no worker has loaded yet, so the first embedding never waits for
+// the workers. It does not compute beside them: wasm on the page blocks its event loop, so
+// workers' results (and their next batches) would wait for the page's batch to finish. Measured
+// on 2 cores with st5-mini: page + worker took no more sentences/s than the page alone.
+//
+// Why Workers and not a threaded (SharedArrayBuffer) module: a pool needs no COOP/COEP headers,
+// runs in every browser with Workers, shares the one SIMD module with the WebGPU path (a threaded
+// module needs a nightly `-Z build-std` build without WebGPU, another ~12 min per CI build), and
+// batches are coarse (tens of ms each), so message passing costs little. The price is memory:
+// each worker holds its own copy of the weights, which `defaultThreads` caps.
+
+// The workers' copies of the weights by default, in bytes (the page's own copy not counted).
+const WORKER_WEIGHT_BUDGET = 1 << 30;
+
+/**
+ * Workers for `threads: undefined`: one per core, as far as their copies of `weightBytes` fit in
+ * `WORKER_WEIGHT_BUDGET` (at least one).
+ */
+export function defaultThreads(weightBytes) {
+  const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
+  const byMemory = Math.floor(WORKER_WEIGHT_BUDGET / Math.max(weightBytes, 1));
+  return Math.max(1, Math.min(cores, byMemory));
+}
+
+/** Resolves after pending messages (worker replies) have run: a macrotask, unlike `await`. */
+const yieldToEvents = () =>
+  new Promise((resolve) => {
+    const { port1, port2 } = new MessageChannel();
+    port1.onmessage = () => {
+      port1.close();
+      resolve();
+    };
+    port2.postMessage(null);
+  });
+
+/** True for a worker that broke (failed to start, crashed), as opposed to an error in the input. */
+const workerBroke = (err) => err?.code === undefined && !(err instanceof TypeError);
+
+/** The page's CPU model and its workers behind the interface of one model. */
+export class PoolModel {
+  #page;
+  #workers = [];
+  #queue = Promise.resolve();
+  #disposed = false;
+  // Set during a call: hands batches to workers that have just become ready.
+  #wake = null;
+
+  /**
+   * @param page the page's CPU model (index.js `Model`), which runs batches until a worker is ready
+   * @param spawners functions that each start a worker and resolve to its model once loaded;
+   *   a worker joins at once, even in the middle of a call
+   */
+  constructor(page, spawners) {
+    this.#page = page;
+    for (const spawn of spawners) {
+      const member = { model: null, busy: false };
+      this.#workers.push(member);
+      spawn().then(
+        (model) => {
+          if (this.#disposed || !this.#workers.includes(member)) return model.dispose();
+          member.model = model;
+          this.#wake?.();
+        },
+        (err) => {
+          console.warn(`st5: a CPU worker failed to start (${err?.message ?? err}); the pool runs without it.`);
+          this.#workers = this.#workers.filter((m) => m !== member);
+        },
+      );
+    }
+  }
+
+  get device() {
+    return this.#page.device;
+  }
+  get dim() {
+    return this.#page.dim;
+  }
+  get maxSeqLength() {
+    return this.#page.maxSeqLength;
+  }
+  get variant() {
+    return this.#page.variant;
+  }
+  get fingerprint() {
+    return this.#page.fingerprint;
+  }
+  /** Threads running batches now: the workers that have loaded, or 1 (the page) before any has. */
+  get threads() {
+    return Math.max(1, this.#ready().length);
+  }
+
+  #ready() {
+    return this.#workers.filter((m) => m.model);
+  }
+
+  async embed(texts) {
+    const flat = await this.embedFlat(texts);
+    const dim = this.dim;
+    return Array.from({ length: texts.length }, (_, i) => flat.subarray(i * dim, (i + 1) * dim));
+  }
+
+  embedFlat(texts) {
+    if (!Array.isArray(texts) || !texts.every((t) => typeof t === 'string'))
+      return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
+    const run = this.#queue.then(() => this.#embedNow(texts));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  async #embedNow(texts) {
+    if (this.#disposed) throw new Error('st5: this model has been disposed');
+    const dim = this.dim;
+    const out = new Float32Array(texts.length * dim);
+    const batches = this.#page.planBatches(texts);
+    let pending = batches.length;
+    let failure = null;
+    // Wakes the page's loop below: a batch came back from a broken worker, or the call ended.
+    let nudge = () => {};
+    const settled = () => pending === 0 || failure;
+
+    const place = (batch, flat) => {
+      batch.forEach((row, j) => out.set(flat.subarray(j * dim, (j + 1) * dim), row * dim));
+      pending--;
+      nudge();
+    };
+    const fail = (err) => {
+      failure ??= err;
+      nudge();
+    };
+
+    const runWorker = async (member) => {
+      member.busy = true;
+      while (batches.length && member.model && !failure) {
+        const batch = batches.shift();
+        try {
+          place(batch, await member.model.embedFlat(batch.map((i) => texts[i])));
+        } catch (err) {
+          if (!workerBroke(err)) {
+            fail(err);
+            break;
+          }
+          // A broken worker leaves the pool; its batch goes back to the others (or the page).
+          console.warn(`st5: a CPU worker failed (${err?.message ?? err}); the pool runs without it.`);
+          batches.unshift(batch);
+          this.#workers = this.#workers.filter((m) => m !== member);
+          member.model = null;
+          nudge();
+        }
+      }
+      member.busy = false;
+    };
+    const startIdle = () => {
+      for (const m of this.#ready()) if (!m.busy) runWorker(m);
+    };
+    this.#wake = startIdle;
+    startIdle();
+    // The page runs batches only while no worker is ready; otherwise it waits for the call to end
+    // (or for a batch that a broken worker handed back).
+    while (!settled()) {
+      if (batches.length && !this.#ready().length) {
+        const batch = batches.shift();
+        try {
+          place(batch, await this.#page.embedFlat(batch.map((i) => texts[i])));
+        } catch (err) {
+          fail(err);
+        }
+        await yieldToEvents(); // lets a worker that has just loaded join
+      } else {
+        await new Promise((resolve) => (nudge = resolve));
+      }
+    }
+    this.#wake = null;
+    if (failure) throw failure;
+    return out;
+  }
+
+  /** Frees the page's model and ends every worker once queued calls have finished. */
+  async dispose() {
+    await this.#queue;
+    this.#disposed = true;
+    const workers = this.#workers;
+    this.#workers = [];
+    await Promise.all([this.#page.dispose(), ...workers.map((m) => m.model?.dispose())]);
+  }
+}

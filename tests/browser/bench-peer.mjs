@@ -1,0 +1,242 @@
+// Side-by-side browser benchmark (issue 13 item 4): st5's CPU path against onnxruntime-web (the
+// engine under transformers.js), in the same headless Chromium, on the same sentences and the
+// same model, one after the other: both at 1 thread and at all cores. Prints sentences/s, the
+// ratio st5 / onnxruntime-web, and the max abs difference between the two runtimes' embeddings
+// (and of each against sentence-transformers). For st5-mini it also prints st5's time to first
+// embedding on the CPU, cold (empty caches) and warm (model files from the Cache API).
+// `--webgpu N` adds both runtimes on WebGPU (SwiftShader here: a proxy, not a GPU figure) on N
+// sentences, with st5's compute pipelines, dispatches and read-backs counted per forward pass.
+//
+// Setup (once; Python only here, never at run time; nothing is committed):
+//   /tmp/st5-ref/bin/python tests/reference/export_onnx.py --model /tmp/st5-bench-base --out /tmp/st5-peer/base --make-base
+//   /tmp/st5-ref/bin/python tests/reference/export_onnx.py --model models/st5-mini --out /tmp/st5-peer/st5-mini
+//   bash pkg/build.sh && (cd tests/browser && npm ci)
+// Run:
+//   node tests/browser/bench-peer.mjs [--models base,st5-mini] [-n 512] [--batch 32] [--webgpu 32]
+
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { ROOT, installPackage, launch, open, serve, writeIndexPage } from './harness.mjs';
+import { ortDistDir, ortEmbed } from './peer-ort.mjs';
+
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? process.argv[i + 1] : dflt;
+};
+const PEER = arg('--peer-dir', '/tmp/st5-peer');
+// name → the st5 model directory the ONNX graph in PEER/name was exported from.
+const MODELS = { base: arg('--base-dir', '/tmp/st5-bench-base'), 'st5-mini': join(ROOT, 'models/st5-mini') };
+const names = arg('--models', 'base,st5-mini').split(',');
+const n = Number(arg('-n', 512));
+const batchSize = Number(arg('--batch', 32));
+const webgpuN = Number(arg('--webgpu', 0));
+// Each side's figure is the median of this many timed runs (the 2-core machine is noisy).
+const repeats = Number(arg('--repeats', 3));
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+const { app } = installPackage();
+writeIndexPage(app);
+for (const f of ['st5_wasm_bg.wasm']) {
+  const wasm = readFileSync(join(app, 'node_modules/st5/wasm', f));
+  console.log(
+    `${f}: ${(wasm.length / 1e6).toFixed(2)} MB raw, ${(gzipSync(wasm, { level: 9 }).length / 1e6).toFixed(2)} MB gzipped`,
+  );
+}
+const routes = { '/': app, '/ort/': ortDistDir, '/peer/': PEER };
+for (const name of names) routes[`/model/${name}/`] = MODELS[name];
+const server = await serve(routes);
+const browser = await launch();
+
+// Counts the WebGPU calls st5's wgpu backend makes (wgpu's web backend creates pipelines with the
+// synchronous createComputePipeline and reads back with mapAsync).
+const countGpuCalls = () => {
+  if (!globalThis.GPUDevice) return;
+  const counts = (globalThis.__gpuCounts = { pipelines: 0, dispatches: 0, reads: 0, submits: 0 });
+  const wrap = (proto, method, key) => {
+    const inner = proto[method];
+    proto[method] = function (...args) {
+      counts[key]++;
+      return inner.apply(this, args);
+    };
+  };
+  wrap(GPUDevice.prototype, 'createComputePipeline', 'pipelines');
+  wrap(GPUComputePassEncoder.prototype, 'dispatchWorkgroups', 'dispatches');
+  wrap(GPUBuffer.prototype, 'mapAsync', 'reads');
+  wrap(GPUQueue.prototype, 'submit', 'submits');
+};
+
+/** A fresh page (a fresh context: empty caches, and onnxruntime-web's threads fixed per page). */
+async function freshPage() {
+  const context = await browser.newContext();
+  await context.addInitScript(countGpuCalls);
+  const { page } = await open(context, `${server.url}/`);
+  return { page, context };
+}
+
+/** st5 in the page: load, warm up every thread, then embed all sentences; timed like the peer. */
+async function st5Embed(name, sentences, options) {
+  const { page, context } = await freshPage();
+  const r = await page.evaluate(
+    async ({ url, sentences, options, repeats }) => {
+      const m = await st5.load(url, options);
+      const want = options.threads ?? 1;
+      for (let i = 0; i < 1200 && m.threads < want; i++) await new Promise((ok) => setTimeout(ok, 50));
+      // Warm-up: one small batch per thread, as the peer's one warm-up run per session.
+      await m.embed(sentences.slice(0, 2 * m.threads));
+      const c0 = { ...(globalThis.__gpuCounts ?? {}) };
+      const times = [];
+      let flat;
+      for (let i = 0; i < repeats; i++) {
+        const t0 = performance.now();
+        flat = await m.embedFlat(sentences);
+        times.push((performance.now() - t0) / 1000);
+      }
+      const c1 = globalThis.__gpuCounts ?? {};
+      const calls = Object.fromEntries(Object.keys(c1).map((k) => [k, (c1[k] - c0[k]) / repeats]));
+      const out = { times, flat: Array.from(flat), dim: m.dim, device: m.device, threads: m.threads, calls };
+      await m.dispose();
+      return out;
+    },
+    { url: `/model/${name}/`, sentences, options: { batchSize, ...options }, repeats },
+  );
+  await context.close();
+  return { ...r, sentencesPerSec: sentences.length / median(r.times) };
+}
+
+/** onnxruntime-web in a fresh page, on the same length-sorted batches st5 plans. */
+async function ortRun(name, ids, options) {
+  // st5 sorts texts by token count (longest first) before batching; the peer gets the same
+  // batches, so both pad alike. Rows are put back in input order afterwards.
+  const order = ids.map((_, i) => i).sort((a, b) => ids[b].length - ids[a].length || a - b);
+  const { page, context } = await freshPage();
+  const runs = [];
+  for (let i = 0; i < repeats; i++) {
+    runs.push(
+      await ortEmbed(
+        page,
+        `${server.url}/ort/`,
+        `${server.url}/peer/${name}/model.onnx`,
+        order.map((i) => ids[i]),
+        {
+          batchSize,
+          ...options,
+        },
+      ),
+    );
+  }
+  await context.close();
+  const r = { ...runs.at(-1), sentencesPerSec: median(runs.map((x) => x.sentencesPerSec)) };
+  const flat = new Array(r.embeddings.length);
+  order.forEach((row, j) => {
+    for (let k = 0; k < r.dim; k++) flat[row * r.dim + k] = r.embeddings[j * r.dim + k];
+  });
+  return { ...r, flat };
+}
+
+const maxDiff = (a, b) => a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i])), 0);
+
+/** Time to first embedding: a fresh context (cold), then a second page in it (warm). */
+async function firstEmbedding(name, device) {
+  const context = await browser.newContext();
+  await context.addInitScript(countGpuCalls);
+  const once = async () => {
+    const { page } = await open(context, `${server.url}/`);
+    return page.evaluate(
+      async ({ url, device }) => {
+        const t0 = performance.now();
+        const m = await st5.load(url, { device });
+        const tLoad = performance.now();
+        await m.embed(['A man is playing a guitar.']);
+        const out = { load: tLoad - t0, total: performance.now() - t0, device: m.device, ...globalThis.__gpuCounts };
+        await m.dispose();
+        return out;
+      },
+      { url: `/model/${name}/`, device },
+    );
+  };
+  const cold = await once();
+  const warm = await once();
+  await context.close();
+  return { cold, warm };
+}
+
+const cores = await (async () => {
+  const { page, context } = await freshPage();
+  const c = await page.evaluate(() => ({ cores: navigator.hardwareConcurrency, coi: crossOriginIsolated }));
+  await context.close();
+  console.log(`Chromium: ${c.cores} cores, crossOriginIsolated ${c.coi}; batch ${batchSize}`);
+  return c.cores;
+})();
+
+const table = [];
+for (const name of names) {
+  const sentences = readFileSync(join(PEER, name, 'sentences.txt'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .slice(0, n);
+  const ids = JSON.parse(readFileSync(join(PEER, name, 'ids.json'), 'utf8')).slice(0, sentences.length);
+  const reference = JSON.parse(readFileSync(join(PEER, name, 'expected.json'), 'utf8'));
+  const ref = reference.embeddings.slice(0, sentences.length).flat();
+  for (const threads of [1, cores]) {
+    const ours = await st5Embed(name, sentences, { device: 'cpu', threads });
+    const peer = await ortRun(name, ids, { threads });
+    const row = {
+      model: name,
+      threads: `${threads} (st5 ${ours.threads}, ort ${peer.threads})`,
+      n: sentences.length,
+      st5: ours.sentencesPerSec,
+      ort: peer.sentencesPerSec,
+      ratio: ours.sentencesPerSec / peer.sentencesPerSec,
+      'st5 vs ort': maxDiff(ours.flat, peer.flat),
+      'st5 vs ref': maxDiff(ours.flat, ref),
+      'ort vs ref': maxDiff(peer.flat, ref),
+    };
+    table.push(row);
+    console.log(JSON.stringify(row));
+  }
+  if (webgpuN > 0) {
+    const few = sentences.slice(0, webgpuN);
+    const ours = await st5Embed(name, few, { device: 'webgpu' });
+    const peer = await ortRun(name, ids.slice(0, webgpuN), { ep: 'webgpu' });
+    const forwards = Math.ceil(few.length / batchSize);
+    const per = (k) => (ours.calls[k] / forwards).toFixed(1);
+    const row = {
+      model: name,
+      threads: 'webgpu',
+      n: few.length,
+      st5: ours.sentencesPerSec,
+      ort: peer.sentencesPerSec,
+      ratio: ours.sentencesPerSec / peer.sentencesPerSec,
+      'st5 vs ort': maxDiff(ours.flat, peer.flat),
+      'st5 vs ref': maxDiff(ours.flat, ref.slice(0, few.length * ours.dim)),
+      'ort vs ref': maxDiff(peer.flat, ref.slice(0, few.length * ours.dim)),
+    };
+    table.push(row);
+    console.log(JSON.stringify(row));
+    console.log(
+      `${name} st5 webgpu per forward (warm, batch ${batchSize}): ${per('dispatches')} dispatches, ` +
+        `${per('reads')} read-backs (mapAsync), ${per('submits')} submits, ${per('pipelines')} new pipelines`,
+    );
+  }
+  if (name === 'st5-mini') {
+    for (const device of webgpuN > 0 ? ['cpu', 'webgpu'] : ['cpu']) {
+      const { cold, warm } = await firstEmbedding(name, device);
+      console.log(
+        `${name} time to first embedding on ${cold.device}: cold ${(cold.total / 1000).toFixed(2)} s ` +
+          `(load ${(cold.load / 1000).toFixed(2)} s), warm ${(warm.total / 1000).toFixed(2)} s (load ${(warm.load / 1000).toFixed(2)} s)` +
+          (device === 'webgpu'
+            ? `; before the first vector: ${cold.pipelines} pipelines, ${cold.dispatches} dispatches`
+            : ''),
+      );
+    }
+  }
+}
+
+const fmt = (v) => (typeof v === 'number' ? (v < 0.01 ? v.toExponential(2) : v.toFixed(2)) : v);
+const cols = Object.keys(table[0]);
+console.log(`\n| ${cols.join(' | ')} |\n|${cols.map(() => '---').join('|')}|`);
+for (const row of table) console.log(`| ${cols.map((c) => fmt(row[c])).join(' | ')} |`);
+
+await browser.close();
+await server.close();
