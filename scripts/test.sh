@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
-# The test command: builds the `st5` binary and runs every test in the workspace in one release
-# build (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then the
-# browser tests in headless Chromium (WebGPU and CPU): the wasm-bindgen tests, then the npm
-# package (built with pkg/build.sh, packed, installed into a scratch app) and the demo page
-# (www/) through Playwright.
+# The test command. Installs the test tools (scripts/setup-test.sh), then:
+# 1. checks format and lints: `cargo fmt --check`, Prettier over the JS, and clippy with
+#    warnings denied;
+# 2. builds the `st5` and `trainer` binaries and runs every native test in one release build
+#    (the CLI tests drive the binary; the parity tests run on flex and on wgpu);
+# 3. runs the browser tests in headless Chromium (WebGPU and CPU): the wasm-bindgen tests, then
+#    the npm package (built with pkg/build.sh, packed, installed into a scratch app) and the demo
+#    page (www/) through Playwright.
 # Prints the total.
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup-test.sh
 bash scripts/model-parts.sh join   # models/st5-mini/model.safetensors, committed in parts
+
+# Format and lints first: they take a minute, and a failure here is the cheapest to read.
+cargo fmt --all --check
+(cd tests/browser && npm ci --no-audit --no-fund --omit=optional)   # Prettier, playwright-core
+tests/browser/node_modules/.bin/prettier --check .
+# A check build (no code generation): every crate, st5-wasm included, compiled for the host.
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
 cargo build --release --locked --bin st5 --bin trainer
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# st5-wasm is built for wasm32 by wasm-pack; excluding it here keeps one native feature set.
-cargo test --release --locked --workspace --exclude st5-wasm -- --test-threads 1 2>&1 | tee "$log"
+# default-members: every crate but st5-wasm, the feature set `cargo build` used just above.
+cargo test --release --locked -- --test-threads 1 2>&1 | tee "$log"
 if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
   # The runner's default 20 s budget covers the whole run; SwiftShader needs more.
   (cd crates/st5-wasm && WASM_BINDGEN_TEST_TIMEOUT=600 wasm-pack test --headless --chrome \
     --chromedriver "$(command -v chromedriver)" --release) 2>&1 | tee -a "$log"
   bash pkg/build.sh 2>&1 | tee -a "$log"
-  (cd tests/browser && npm ci --no-audit --no-fund && node npm.test.mjs && node demo.test.mjs) 2>&1 | tee -a "$log"
+  (cd tests/browser && node npm.test.mjs && node demo.test.mjs) 2>&1 | tee -a "$log"
 fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"

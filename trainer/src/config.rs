@@ -224,7 +224,8 @@ impl TrainConfig {
             if s.batch_size < 2 {
                 return Err(at("batch_size must be at least 2 (in-batch negatives)"));
             }
-            if !(s.lr > 0.0 && s.lr.is_finite()) || !(s.temperature > 0.0) {
+            // Written so that NaN fails too.
+            if !(s.lr > 0.0 && s.lr.is_finite() && s.temperature > 0.0) {
                 return Err(at("lr and temperature must be positive"));
             }
             if !matches!(s.schedule.as_str(), "constant" | "linear") {
@@ -252,7 +253,7 @@ impl TrainConfig {
                 } else {
                     (2..=3).contains(&d.columns.len()) && d.targets.is_none()
                 };
-                if !columns_ok || !(d.weight > 0.0) {
+                if !(columns_ok && d.weight > 0.0) {
                     let want = if distill {
                         "1 column (the text) and `targets`"
                     } else {

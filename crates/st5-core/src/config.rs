@@ -172,12 +172,12 @@ impl T5Config {
 
     /// Checks every value inference depends on; the message names the key.
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(t) = self.model_type.as_deref() {
-            if !matches!(t, "t5" | "mt5") {
-                return Err(format!(
-                    "model_type `{t}` is not supported (expected `t5` or `mt5`; umT5's per-layer position bias is not T5's)"
-                ));
-            }
+        if let Some(t) = self.model_type.as_deref()
+            && !matches!(t, "t5" | "mt5")
+        {
+            return Err(format!(
+                "model_type `{t}` is not supported (expected `t5` or `mt5`; umT5's per-layer position bias is not T5's)"
+            ));
         }
         for (key, v) in [
             ("vocab_size", self.vocab_size),

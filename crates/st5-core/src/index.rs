@@ -41,6 +41,9 @@ pub const BLOCK: usize = 256;
 
 /// A shard's scores, still on the device: all of them (a small shard), or blocked with each
 /// block's maximum.
+// Tensors are handles, so both variants are small in memory that matters; one lives per shard
+// per query, on the stack.
+#[allow(clippy::large_enum_variant)]
 enum Selected {
     /// `[q, rows]`.
     All { scores: Tensor<2>, offset: usize },
@@ -138,7 +141,7 @@ impl VectorIndex {
 
     /// Appends row-major vectors (`vectors.len()` a multiple of `dim`); they get the next ids.
     pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
-        if vectors.len() % self.dim != 0 {
+        if !vectors.len().is_multiple_of(self.dim) {
             return Err(Error::Invalid(format!(
                 "{} values are not whole vectors of width {}",
                 vectors.len(),
@@ -195,7 +198,7 @@ impl VectorIndex {
     }
 
     fn check_queries(&self, queries: &[f32]) -> Result<usize> {
-        if queries.len() % self.dim != 0 {
+        if !queries.len().is_multiple_of(self.dim) {
             return Err(Error::Invalid(format!(
                 "{} query values are not whole vectors of width {}",
                 queries.len(),

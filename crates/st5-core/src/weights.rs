@@ -323,10 +323,10 @@ impl VarBuilder {
         init: Init,
     ) -> Param<Tensor<2>> {
         let key = self.src.checkpoint.as_ref().and_then(|c| c.resolve(&self.full(name)));
-        if let Some(t) = key.as_ref().and_then(|k| self.src.cache.borrow().get(k).cloned()) {
-            if t.dims() == [vocab, d_model] {
-                return Param::from_tensor(t);
-            }
+        if let Some(t) = key.as_ref().and_then(|k| self.src.cache.borrow().get(k).cloned())
+            && t.dims() == [vocab, d_model]
+        {
+            return Param::from_tensor(t);
         }
         let t = self.tensor([vocab, d_model], name, init, false);
         if let Some(k) = key {

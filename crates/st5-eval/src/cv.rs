@@ -51,13 +51,13 @@ pub fn fit_with_inner_cv(data: &Dataset, k: usize, seed: u64, solver: Solver) ->
     let mut warm: Vec<Option<LogReg>> = vec![None; k];
     for &c in &C_GRID {
         let mut acc = 0.0;
-        for f in 0..k {
+        for (f, warm) in warm.iter_mut().enumerate() {
             let (xtr, ytr) = subset(data.x, data.d, data.y, |i| folds[i] != f);
             let (xte, yte) = subset(data.x, data.d, data.y, |i| folds[i] == f);
             let train = Dataset { x: &xtr, d: data.d, y: &ytr, classes: data.classes };
-            let model = LogReg::fit(&train, c, solver, warm[f].as_ref());
+            let model = LogReg::fit(&train, c, solver, warm.as_ref());
             acc += accuracy(&model.predict(&xte), &yte);
-            warm[f] = Some(model);
+            *warm = Some(model);
         }
         if acc > best.0 {
             best = (acc, c);
