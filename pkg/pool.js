@@ -5,8 +5,9 @@
 // same forward pass on the same wasm code as on one thread, so results are bit-identical to
 // `threads: 1`.
 //
-// The page computes only while no worker has loaded yet, so the first embedding never waits for
-// the workers. It does not compute beside them: wasm on the page blocks its event loop, so
+// Workers start on the first call that has more than one batch: a page that embeds one query at
+// a time never pays for them, and loading them does not compete with the page's start-up. The
+// page computes only while no worker has loaded yet, so no call waits for the workers. It does not compute beside them: wasm on the page blocks its event loop, so
 // workers' results (and their next batches) would wait for the page's batch to finish. Measured
 // on 2 cores with st5-mini: page + worker took no more sentences/s than the page alone.
 //
@@ -54,11 +55,20 @@ export class PoolModel {
 
   /**
    * @param page the page's CPU model (index.js `Model`), which runs batches until a worker is ready
-   * @param spawners functions that each start a worker and resolve to its model once loaded;
-   *   a worker joins at once, even in the middle of a call
+   * @param spawners functions that each start a worker and resolve to its model once loaded,
+   *   called on the first call with more than one batch; a worker joins at once, even mid-call
    */
   constructor(page, spawners) {
     this.#page = page;
+    this.#spawners = spawners;
+  }
+
+  #spawners;
+
+  /** Starts the workers (once). */
+  #start() {
+    const spawners = this.#spawners;
+    this.#spawners = [];
     for (const spawn of spawners) {
       const member = { model: null, busy: false };
       this.#workers.push(member);
@@ -91,7 +101,8 @@ export class PoolModel {
   get fingerprint() {
     return this.#page.fingerprint;
   }
-  /** Threads running batches now: the workers that have loaded, or 1 (the page) before any has. */
+  /** Threads running batches now: the workers that have loaded, or 1 (the page) before any has
+   * (workers start on the first call with more than one batch). */
   get threads() {
     return Math.max(1, this.#ready().length);
   }
@@ -119,6 +130,7 @@ export class PoolModel {
     const dim = this.dim;
     const out = new Float32Array(texts.length * dim);
     const batches = this.#page.planBatches(texts);
+    if (batches.length > 1) this.#start();
     let pending = batches.length;
     let failure = null;
     // Wakes the page's loop below: a batch came back from a broken worker, or the call ended.

@@ -80,6 +80,8 @@ async function st5Embed(name, sentences, options) {
   const r = await page.evaluate(
     async ({ url, sentences, options, repeats }) => {
       const m = await st5.load(url, options);
+      // A call with several batches starts the pool's workers; then wait until all have loaded.
+      await m.embed(sentences.slice(0, 2 * options.batchSize));
       const want = options.threads ?? 1;
       for (let i = 0; i < 1200 && m.threads < want; i++) await new Promise((ok) => setTimeout(ok, 50));
       // Warm-up: one small batch per thread, as the peer's one warm-up run per session.

@@ -110,15 +110,18 @@ const failed = await runCases([
         async ({ url, texts }) => {
           const run = async (options) => {
             const m = await st5.load(url, { device: 'cpu', batchSize: 2, ...options });
-            // Workers join as they finish loading; wait for all of them so that each takes batches.
+            // The first call with several batches starts the workers; the page runs it until they
+            // have loaded. Then wait for all of them, so that the workers take every batch.
+            const first = (await m.embed(texts)).map((x) => Array.from(x));
             const want = options.threads ?? navigator.hardwareConcurrency;
             for (let i = 0; i < 600 && m.threads < want; i++) await new Promise((ok) => setTimeout(ok, 50));
             const threads = m.threads;
             const rows = (await m.embed(texts)).map((x) => Array.from(x));
             // A second call on the same pool, with texts in another order.
             const again = (await m.embed([...texts].reverse())).map((x) => Array.from(x)).reverse();
+            const device = m.device;
             await m.dispose();
-            return { threads, rows, again, device: m.device };
+            return { threads, rows, again, first, device };
           };
           return { one: await run({ threads: 1 }), pool: await run({ threads: 3 }), auto: await run({}) };
         },
@@ -127,7 +130,12 @@ const failed = await runCases([
       const cores = await page.evaluate(() => navigator.hardwareConcurrency);
       const want = st.embeddings['enc-mean'];
       const errs = ['one', 'pool', 'auto'].map((k) => maxAbsDiff(r[k].rows, want));
-      const same = ['pool', 'auto'].map((k) => maxAbsDiff(r[k].rows, r.one.rows) + maxAbsDiff(r[k].again, r.one.rows));
+      const same = ['pool', 'auto'].map(
+        (k) =>
+          maxAbsDiff(r[k].rows, r.one.rows) + maxAbsDiff(r[k].again, r.one.rows) + maxAbsDiff(r[k].first, r.one.rows),
+      );
+      if (!['one', 'pool', 'auto'].every((k) => r[k].device === 'cpu'))
+        throw new Error(`devices ${r.one.device}, ${r.pool.device}, ${r.auto.device}`);
       if (r.one.threads !== 1 || r.pool.threads !== 3 || r.auto.threads !== cores)
         throw new Error(`threads ${r.one.threads}, ${r.pool.threads}, ${r.auto.threads} (cores ${cores})`);
       if (!errs.every((e) => e <= 1e-5) || !same.every((d) => d === 0))
