@@ -3,7 +3,7 @@
 // the CPU. On the CPU, `load` spreads batches over a pool of Workers (pool.js), one per core.
 // `loadInWorker` runs the same thing in a Web Worker.
 
-import { Model as WasmModel, autoDevice, fingerprint, planFiles, wasm } from './runtime.js';
+import { Model as WasmModel, autoDevice, fingerprint, isTexts, planFiles, rows, wasm } from './runtime.js';
 import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
 import { PoolModel, defaultThreads } from './pool.js';
 
@@ -50,14 +50,6 @@ export async function load(source, options = {}) {
 /** Bytes of the weight files: what each extra copy of the model costs, roughly. */
 const weightBytes = (files) =>
   [...files].reduce((n, [name, bytes]) => n + (/\.(safetensors|bin)$/.test(name) ? bytes.byteLength : 0), 0);
-
-const isTexts = (texts) => Array.isArray(texts) && texts.every((t) => typeof t === 'string');
-
-/** Views of each row of a row-major `[n, dim]` array. */
-function rows(flat, n) {
-  const dim = n ? flat.length / n : 0;
-  return Array.from({ length: n }, (_, i) => flat.subarray(i * dim, (i + 1) * dim));
-}
 
 /** True for failures of the GPU itself (lost device, failed read-back), not of the input. */
 const isDeviceFailure = (err) => err?.code === 'device' || err instanceof WebAssembly.RuntimeError;

@@ -17,6 +17,8 @@
 // batches are coarse (tens of ms each), so message passing costs little. The price is memory:
 // each worker holds its own copy of the weights, which `defaultThreads` caps.
 
+import { isTexts, rows } from './runtime.js';
+
 // The workers' copies of the weights by default, in bytes (the page's own copy not counted).
 const WORKER_WEIGHT_BUDGET = 1 << 30;
 
@@ -112,14 +114,11 @@ export class PoolModel {
   }
 
   async embed(texts) {
-    const flat = await this.embedFlat(texts);
-    const dim = this.dim;
-    return Array.from({ length: texts.length }, (_, i) => flat.subarray(i * dim, (i + 1) * dim));
+    return rows(await this.embedFlat(texts), texts.length);
   }
 
   embedFlat(texts) {
-    if (!Array.isArray(texts) || !texts.every((t) => typeof t === 'string'))
-      return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
+    if (!isTexts(texts)) return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
     const run = this.#queue.then(() => this.#embedNow(texts));
     this.#queue = run.catch(() => {});
     return run;

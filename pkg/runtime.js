@@ -11,6 +11,15 @@ export function wasm() {
   return ready;
 }
 
+/** True for an array of strings: what `embed` takes. */
+export const isTexts = (texts) => Array.isArray(texts) && texts.every((t) => typeof t === 'string');
+
+/** Views of each row of a row-major `[n, dim]` array. */
+export function rows(flat, n) {
+  const dim = n ? flat.length / n : 0;
+  return Array.from({ length: n }, (_, i) => flat.subarray(i * dim, (i + 1) * dim));
+}
+
 /** Hex SHA-256 of bytes (Web Crypto: secure contexts, which WebGPU needs anyway). */
 export async function sha256(bytes) {
   const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
