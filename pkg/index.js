@@ -3,7 +3,18 @@
 // the CPU. On the CPU, `load` spreads batches over a pool of Workers (pool.js), one per core.
 // `loadInWorker` runs the same thing in a Web Worker.
 
-import { Model as WasmModel, autoDevice, fingerprint, isTexts, planFiles, rows, wasm } from './runtime.js';
+import {
+  CallQueue,
+  MODEL_FACTS,
+  Model as WasmModel,
+  autoDevice,
+  defineFacts,
+  fingerprint,
+  isTexts,
+  planFiles,
+  rows,
+  wasm,
+} from './runtime.js';
 import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
 import { PoolModel, defaultThreads } from './pool.js';
 
@@ -30,7 +41,8 @@ export async function load(source, options = {}) {
     ? () => fetchModelFiles(source, { cache, onProgress, planFiles })
     : () => memoryFiles(source);
   const { files, label } = await getFiles();
-  const id = await fingerprint(files);
+  // Web Crypto hashes off the main thread, beside the model's construction.
+  const id = fingerprint(files);
   const wanted = device !== 'auto' ? device : webgpuFailed ? 'cpu' : await autoDevice();
   onProgress?.({ stage: 'init', device: wanted });
   const inner = await WasmModel.load(files, { ...modelOptions, device: wanted }, label);
@@ -38,7 +50,7 @@ export async function load(source, options = {}) {
   // For a URL the files are read again (from the cache) only if WebGPU fails; in-memory
   // sources are the caller's own objects, so holding them costs nothing extra.
   const reload = isUrl(source) ? () => fetchModelFiles(source, { cache, planFiles }) : () => memoryFiles(source);
-  const model = new Model(inner, reload, modelOptions, id);
+  const model = new Model(inner, reload, modelOptions, await id);
   const workers = threads ?? defaultThreads(weightBytes(files));
   if (inner.device !== 'cpu' || !(workers > 1) || typeof Worker === 'undefined') return model;
   // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
@@ -57,7 +69,7 @@ const isDeviceFailure = (err) => err?.code === 'device' || err instanceof WebAss
 /** A loaded model. Calls are queued: any number may be in flight, and each gets its own result. */
 export class Model {
   #inner;
-  #queue = Promise.resolve();
+  #calls = new CallQueue();
   #reload;
   #options;
 
@@ -116,10 +128,7 @@ export class Model {
    * @returns {Promise<Float32Array>}
    */
   embedFlat(texts) {
-    if (!isTexts(texts)) return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
-    const run = this.#queue.then(() => this.#embedNow(texts));
-    this.#queue = run.catch(() => {});
-    return run;
+    return this.#calls.embed(texts, (t) => this.#embedNow(t));
   }
 
   async #embedNow(texts) {
@@ -149,7 +158,7 @@ export class Model {
 
   /** Frees the model's memory once queued calls have finished. */
   async dispose() {
-    await this.#queue;
+    await this.#calls.idle();
     this.#inner?.free();
     this.#inner = null;
   }
@@ -211,23 +220,9 @@ class WorkerModel {
     });
   }
 
-  get device() {
-    return this.#state.device;
-  }
-  get dim() {
-    return this.#state.dim;
-  }
-  get maxSeqLength() {
-    return this.#state.maxSeqLength;
-  }
-  get variant() {
-    return this.#state.variant;
-  }
-  get fingerprint() {
-    return this.#state.fingerprint;
-  }
-  get threads() {
-    return this.#state.threads;
+  // device, dim, maxSeqLength, variant, fingerprint, threads: as the worker last reported them.
+  static {
+    defineFacts(this, (m) => m.#state, [...MODEL_FACTS, 'threads']);
   }
 
   /** @returns {Promise<Float32Array[]>} */

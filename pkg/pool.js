@@ -17,7 +17,7 @@
 // batches are coarse (tens of ms each), so message passing costs little. The price is memory:
 // each worker holds its own copy of the weights, which `defaultThreads` caps.
 
-import { isTexts, rows } from './runtime.js';
+import { CallQueue, defineFacts, rows } from './runtime.js';
 
 // The workers' copies of the weights by default, in bytes (the page's own copy not counted).
 const WORKER_WEIGHT_BUDGET = 1 << 30;
@@ -50,7 +50,7 @@ const workerBroke = (err) => err?.code === undefined && !(err instanceof TypeErr
 export class PoolModel {
   #page;
   #workers = [];
-  #queue = Promise.resolve();
+  #calls = new CallQueue();
   #disposed = false;
   // Set during a call: hands batches to workers that have just become ready.
   #wake = null;
@@ -88,21 +88,11 @@ export class PoolModel {
     }
   }
 
-  get device() {
-    return this.#page.device;
+  // device, dim, maxSeqLength, variant, fingerprint: the page's model's.
+  static {
+    defineFacts(this, (m) => m.#page);
   }
-  get dim() {
-    return this.#page.dim;
-  }
-  get maxSeqLength() {
-    return this.#page.maxSeqLength;
-  }
-  get variant() {
-    return this.#page.variant;
-  }
-  get fingerprint() {
-    return this.#page.fingerprint;
-  }
+
   /** Threads running batches now: the workers that have loaded, or 1 (the page) before any has
    * (workers start on the first call with more than one batch). */
   get threads() {
@@ -118,10 +108,7 @@ export class PoolModel {
   }
 
   embedFlat(texts) {
-    if (!isTexts(texts)) return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
-    const run = this.#queue.then(() => this.#embedNow(texts));
-    this.#queue = run.catch(() => {});
-    return run;
+    return this.#calls.embed(texts, (t) => this.#embedNow(t));
   }
 
   async #embedNow(texts) {
@@ -194,7 +181,7 @@ export class PoolModel {
 
   /** Frees the page's model and ends every worker once queued calls have finished. */
   async dispose() {
-    await this.#queue;
+    await this.#calls.idle();
     this.#disposed = true;
     const workers = this.#workers;
     this.#workers = [];

@@ -11,8 +11,45 @@ export function wasm() {
   return ready;
 }
 
+/** What every model object reports, whichever runs it: index.js's `Model`, its Worker proxy and
+ * the CPU pool. */
+export const MODEL_FACTS = ['device', 'dim', 'maxSeqLength', 'variant', 'fingerprint'];
+
+/**
+ * Defines read-only getters `names` on class `cls`, each reading that property of `source(this)`
+ * (call it from the class's static block, where `source` may read private fields).
+ */
+export function defineFacts(cls, source, names = MODEL_FACTS) {
+  for (const name of names) {
+    Object.defineProperty(cls.prototype, name, {
+      get() {
+        return source(this)[name];
+      },
+      configurable: true,
+    });
+  }
+}
+
 /** True for an array of strings: what `embed` takes. */
 export const isTexts = (texts) => Array.isArray(texts) && texts.every((t) => typeof t === 'string');
+
+/** One model's `embed` calls, run one after another; each gets its own result or error. */
+export class CallQueue {
+  #tail = Promise.resolve();
+
+  /** Queues `run(texts)` after every call so far; rejects a non-array-of-strings at once. */
+  embed(texts, run) {
+    if (!isTexts(texts)) return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
+    const call = this.#tail.then(() => run(texts));
+    this.#tail = call.catch(() => {});
+    return call;
+  }
+
+  /** Resolves once every call queued so far has settled. */
+  idle() {
+    return this.#tail;
+  }
+}
 
 /** Views of each row of a row-major `[n, dim]` array. */
 export function rows(flat, n) {

@@ -2,17 +2,17 @@
 # Installs what the test command (scripts/test.sh, which runs this first) needs beyond the main
 # job's setup, on a fresh Debian machine; each step is skipped when already done:
 # - lavapipe (Mesa's Vulkan software driver) for the native wgpu tests without a GPU;
-# - for the browser tests (skipped with ST5_SKIP_BROWSER=1): the wasm32 target, Chromium and
-#   ChromeDriver (WebGPU on SwiftShader), wasm-pack, the wasm-bindgen test runner at exactly the
-#   wasm-bindgen crate's version, and Node.js with npm (the npm package's tests drive Chromium
-#   through playwright-core).
+# - for the browser tests (skipped with ST5_SKIP_BROWSER=1): the wasm32 target, Chromium
+#   (WebGPU on SwiftShader), wasm-pack, wasm-bindgen at exactly the wasm-bindgen crate's version
+#   (wasm-pack cannot download it offline), and Node.js with npm (the npm package's tests drive
+#   Chromium through playwright-core).
 set -euo pipefail
 browser=1
 [ "${ST5_SKIP_BROWSER:-0}" = 1 ] && browser=0
 
 need_apt=()
 pkgs=(mesa-vulkan-drivers libvulkan1)
-[ "$browser" = 1 ] && pkgs+=(chromium chromium-driver)
+[ "$browser" = 1 ] && pkgs+=(chromium)
 for pkg in "${pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
@@ -31,6 +31,6 @@ rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup targe
 if ! wasm-pack --version 2>/dev/null | grep -q "0.15.1"; then
   cargo install wasm-pack --version 0.15.1 --locked
 fi
-if ! wasm-bindgen-test-runner --version 2>/dev/null | grep -q "0.2.130"; then
+if ! wasm-bindgen --version 2>/dev/null | grep -q "0.2.130"; then
   cargo install wasm-bindgen-cli --version 0.2.130
 fi

@@ -4,9 +4,9 @@
 #    warnings denied;
 # 2. builds the `st5` and `trainer` binaries and runs every native test in one release build
 #    (the CLI tests drive the binary; the parity tests run on flex and on wgpu);
-# 3. runs the browser tests in headless Chromium (WebGPU and CPU): the wasm-bindgen tests, then
-#    the npm package (built with pkg/build.sh, packed, installed into a scratch app) and the demo
-#    page (www/) through Playwright.
+# 3. runs the browser tests in headless Chromium (WebGPU and CPU), through Playwright: the npm
+#    package as pkg/build.sh builds it (both wasm modules; packed, installed into a scratch app),
+#    and the demo page (www/). No other wasm build: each module is compiled once.
 # Prints the total.
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
@@ -27,9 +27,6 @@ trap 'rm -f "$log"' EXIT
 # default-members: every crate but st5-wasm, the feature set `cargo build` used just above.
 cargo test --release --locked -- --test-threads 1 2>&1 | tee "$log"
 if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
-  # The runner's default 20 s budget covers the whole run; SwiftShader needs more.
-  (cd crates/st5-wasm && WASM_BINDGEN_TEST_TIMEOUT=600 wasm-pack test --headless --chrome \
-    --chromedriver "$(command -v chromedriver)" --release) 2>&1 | tee -a "$log"
   bash pkg/build.sh 2>&1 | tee -a "$log"
   (cd tests/browser && node npm.test.mjs && node demo.test.mjs) 2>&1 | tee -a "$log"
 fi

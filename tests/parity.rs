@@ -4,7 +4,7 @@
 //! invariance, and the typed errors for broken model directories.
 
 use st5_core::tokenizer::T5Tokenizer;
-use st5_core::{Backend, Device, Embedder, Error, LoadOptions, Variant};
+use st5_core::{Backend, Device, Embedder, Error, LoadOptions, Variant, WeightDtype};
 use st5_tests::*;
 
 fn options(model: &str, variant: Option<Variant>, batch_size: usize) -> LoadOptions {
@@ -403,7 +403,7 @@ fn opts_clone<'a>(o: &st5_core::save::SaveOptions<'a>) -> st5_core::save::SaveOp
         max_seq_length: o.max_seq_length,
         readme: o.readme.clone(),
         extra: o.extra.clone(),
-        f16: o.f16,
+        dtype: o.dtype,
     }
 }
 
@@ -434,7 +434,7 @@ fn saved_model_loads_back_identically() {
             max_seq_length: 32,
             readme: Some("# test\n".into()),
             extra: vec![],
-            f16: false,
+            dtype: WeightDtype::F32,
         };
         save_sentence_transformers(&model, &dir, &opts).unwrap();
         let loaded = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();
@@ -454,8 +454,12 @@ fn saved_model_loads_back_identically() {
         }
         // Half precision: half the bytes, embeddings within f16 rounding of the f32 model's.
         let half = scratch_dir(&format!("saved-f16-{variant}"));
-        save_sentence_transformers(&model, &half, &SaveOptions { f16: true, ..opts_clone(&opts) })
-            .unwrap();
+        save_sentence_transformers(
+            &model,
+            &half,
+            &SaveOptions { dtype: WeightDtype::F16, ..opts_clone(&opts) },
+        )
+        .unwrap();
         let small =
             Embedder::load(&half, &LoadOptions::default(), &device).unwrap().embed(&texts).unwrap();
         let err =

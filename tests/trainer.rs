@@ -8,7 +8,7 @@
 use burn::optim::Optimizer;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde_json::Value;
-use st5_core::SentenceT5;
+use st5_core::{SentenceT5, WeightDtype};
 use st5_tests::fixture;
 use st5_trainer::loss::ContrastiveLoss;
 
@@ -324,7 +324,7 @@ fn killed_and_resumed_run_equals_uninterrupted_run() {
             max_seq_length: 32,
             readme: None,
             extra: vec![],
-            f16: false,
+            dtype: WeightDtype::F32,
         },
     )
     .unwrap();
@@ -465,7 +465,7 @@ fn full_training_step_matches_pytorch() {
         max_seq_length: 16,
         readme: None,
         extra: vec![],
-        f16: false,
+        dtype: WeightDtype::F32,
     };
     st5_core::save::save_sentence_transformers(&model.valid(), &saved, &opts).unwrap();
     let before = weights(&dir.join("init"));

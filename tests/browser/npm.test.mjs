@@ -3,11 +3,16 @@
 // (WebGPU on SwiftShader, and the CPU) through `load` and `loadInWorker`. Embeddings are compared
 // with the Python reference (tests/reference/make_fixtures.py) to ≤ 1e-4.
 //
-//   node tests/browser/npm.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs both)
+//   node tests/browser/npm.test.mjs     (after `bash pkg/build.sh` and the release `st5` binary,
+//                                         which writes the int8 models; scripts/test.sh runs all)
 
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   FIXTURES,
+  ROOT,
   expected,
   installPackage,
   launch,
@@ -20,14 +25,25 @@ import {
 } from './harness.mjs';
 
 const TOL = 1e-4;
+// The CPU path, on one thread or a pool, within 1e-5 of the reference.
+const CPU_TOL = 1e-5;
+// int8 weights on the tiny random fixture (tests/quant.rs states why): against the f32 reference.
+const INT8_TOL = 5e-2;
 const ST = 'st-enc-mean-relu';
 const HF = 'hf-t5-gated-bf16-sharded';
 
 const { app } = installPackage();
 writeIndexPage(app);
+// The ST fixture in int8, and that int8 model's dequantized f32 copy, written by `st5 quantize`.
+const quantized = mkdtempSync(join(tmpdir(), 'st5-int8-'));
+const st5 = join(process.env.CARGO_TARGET_DIR ?? join(ROOT, 'target'), 'release/st5');
+const quantize = (model, dtype, out) =>
+  execFileSync(st5, ['quantize', '--model', model, '--dtype', dtype, '--output', join(quantized, out)]);
+quantize(join(FIXTURES, ST), 'int8', 'int8');
+quantize(join(quantized, 'int8'), 'f32', 'dequantized');
 // The Hugging Face fixtures hold no tokenizer; the real T5 one (in the ST fixture) is served in.
 const server = await serve(
-  { '/': app, '/models/': FIXTURES },
+  { '/': app, '/models/': FIXTURES, '/quantized/': quantized },
   { overlay: { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') } },
 );
 const browser = await launch();
@@ -99,7 +115,7 @@ const failed = await runCases([
       if (r.device !== 'cpu') throw new Error(`device ${r.device}`);
       const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
       const vsGpu = maxAbsDiff(r.rows, results.webgpu);
-      if (!(err <= TOL && vsGpu <= TOL)) throw new Error(`max abs error ${err}, cpu vs webgpu ${vsGpu}`);
+      if (!(err <= CPU_TOL && vsGpu <= TOL)) throw new Error(`max abs error ${err}, cpu vs webgpu ${vsGpu}`);
       return `max abs error ${err.toExponential(2)}, cpu vs webgpu ${vsGpu.toExponential(2)}`;
     },
   ],
@@ -275,15 +291,89 @@ const failed = await runCases([
     async () => {
       const long = Array.from({ length: 400 }, (_, i) => `w${i}`).join(' ');
       const prefix = long.split(' ').slice(0, 10).join(' ');
-      const rows = await page.evaluate(
-        async ({ url, texts }) => (await (await st5.load(url)).embed(texts)).map((r) => Array.from(r)),
-        { url: `/models/${ST}/`, texts: ['', long, prefix] },
+      const seen = [];
+      for (const device of ['cpu', 'webgpu']) {
+        const rows = await page.evaluate(
+          async ({ url, texts, device }) =>
+            (await (await st5.load(url, { device })).embed(texts)).map((r) => Array.from(r)),
+          { url: `/models/${ST}/`, texts: ['', long, prefix], device },
+        );
+        const norm = Math.hypot(...rows[0]);
+        const trunc = maxAbsDiff([rows[1]], [rows[2]]);
+        if (!rows[0].every(Number.isFinite) || !(Math.abs(norm - 1) < 1e-4) || !(trunc <= 1e-5))
+          throw new Error(`${device}: empty norm ${norm}, over-long vs truncated ${trunc}`);
+        seen.push(trunc.toExponential(2));
+      }
+      return `empty text: unit vector; 400 words = their first 16 tokens (diff ${seen.join(' cpu, ')} webgpu)`;
+    },
+  ],
+  [
+    'each_text_alone_equals_it_batched_on_cpu_and_webgpu',
+    async () => {
+      const r = await page.evaluate(
+        async ({ url, texts }) => {
+          const out = {};
+          for (const device of ['cpu', 'webgpu']) {
+            const m = await st5.load(url, { device, batchSize: 64, threads: 1 });
+            const batched = (await m.embed(texts)).map((x) => Array.from(x));
+            const alone = [];
+            for (const t of texts) alone.push(Array.from((await m.embed([t]))[0]));
+            out[device] = { batched, alone, device: m.device, batches: m.planBatches(texts).length };
+            await m.dispose();
+          }
+          return out;
+        },
+        { url: `/models/${ST}/`, texts: st.sentences },
       );
-      const norm = Math.hypot(...rows[0]);
-      const trunc = maxAbsDiff([rows[1]], [rows[2]]);
-      if (!(Math.abs(norm - 1) < 1e-4) || !(trunc <= 1e-5))
-        throw new Error(`empty norm ${norm}, over-long vs truncated ${trunc}`);
-      return `empty text: unit vector; 400 words = their first 16 tokens (diff ${trunc.toExponential(2)})`;
+      const errs = ['cpu', 'webgpu'].map((d) => maxAbsDiff(r[d].alone, r[d].batched));
+      if (
+        r.cpu.device !== 'cpu' ||
+        r.webgpu.device !== 'webgpu' ||
+        r.cpu.batches !== 1 ||
+        !errs.every((e) => e <= 1e-5)
+      )
+        throw new Error(`${r.cpu.device}/${r.webgpu.device}, ${r.cpu.batches} batches: alone vs batched ${errs}`);
+      return `alone vs padded in one batch: ${errs.map((e) => e.toExponential(2)).join(' (cpu), ')} (webgpu)`;
+    },
+  ],
+  [
+    'buffer_cap_splits_webgpu_batches_without_changing_them',
+    async () => {
+      // Long texts (max length raised to 512), so that attention scores, 16·n² bytes for n tokens
+      // here, outgrow the cap while the 1 MiB embedding table still fits.
+      const texts = [150, 140, 130, 120, 110, 100].map((n) => 'word '.repeat(n)).concat(st.sentences);
+      const r = await page.evaluate(
+        async ({ url, texts }) => {
+          const run = async (cap) => {
+            const m = await st5.load(url, { device: 'webgpu', batchSize: 64, maxSeqLength: 512, maxBufferBytes: cap });
+            const out = { plan: m.planBatches(texts), rows: (await m.embed(texts)).map((x) => Array.from(x)) };
+            await m.dispose();
+            return out;
+          };
+          return { free: await run(undefined), capped: await run(1_100_000) };
+        },
+        { url: `/models/${ST}/`, texts },
+      );
+      const err = maxAbsDiff(r.capped.rows, r.free.rows);
+      if (r.free.plan.length !== 1 || !(r.capped.plan.length > 2) || !(err <= 1e-5))
+        throw new Error(`plans ${r.free.plan.length} and ${r.capped.plan.length} batches, capped vs free ${err}`);
+      return `1 batch uncapped, ${r.capped.plan.length} under a 1.1 MB cap: capped vs free ${err.toExponential(2)}`;
+    },
+  ],
+  [
+    'int8_equals_its_dequantized_copy_on_cpu_and_webgpu',
+    async () => {
+      const out = [];
+      for (const device of ['cpu', 'webgpu']) {
+        const q = await embedIn(page, { url: '/quantized/int8/', options: { device }, texts: st.sentences });
+        const d = await embedIn(page, { url: '/quantized/dequantized/', options: { device }, texts: st.sentences });
+        const same = maxAbsDiff(q.rows, d.rows);
+        const err = maxAbsDiff(q.rows, st.embeddings['enc-mean']);
+        if (q.device !== device || same !== 0 || !(err <= INT8_TOL))
+          throw new Error(`${q.device}: int8 vs its f32 copy ${same}, vs the f32 reference ${err}`);
+        out.push(`${device}: identical, ${err.toExponential(2)} from the f32 reference`);
+      }
+      return out.join('; ');
     },
   ],
   [
@@ -319,6 +409,7 @@ const failed = await runCases([
         for (const attempt of [
           () => st5.load('/models/nope/', { cache: false }),
           async () => (await st5.load('/models/st-enc-mean-relu/', { device: 'cpu' })).embed(['ok', 3]),
+          () => st5.load(new Map([['modules.json', new TextEncoder().encode('[not json')]]), { device: 'cpu' }),
         ]) {
           try {
             await attempt();
@@ -329,7 +420,8 @@ const failed = await runCases([
         }
         return out;
       });
-      if (!msgs[0].includes('/models/nope/') || !msgs[1].startsWith('TypeError')) throw new Error(msgs.join(' | '));
+      if (!msgs[0].includes('/models/nope/') || !msgs[1].startsWith('TypeError') || !msgs[2].includes('modules.json'))
+        throw new Error(msgs.join(' | '));
       return msgs.join(' | ');
     },
   ],

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use st5_core::WeightDtype;
 
 use crate::error::{Error, Result};
 
@@ -63,9 +64,9 @@ pub struct ModelConfig {
     /// A `tokenizer.json` for sources without one.
     #[serde(default)]
     pub tokenizer: Option<PathBuf>,
-    /// `f32` (default) or `f16` for the written model (checkpoints are always f32).
+    /// `f32` (default), `f16` or `int8` for the written model (checkpoints are always f32).
     #[serde(default)]
-    pub save_dtype: Option<String>,
+    pub save_dtype: WeightDtype,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -202,9 +203,6 @@ impl TrainConfig {
                 return Err("device `cuda` needs the trainer built with `--features cuda`".into());
             }
             other => return Err(format!("device `{other}`: expected cpu, wgpu or cuda")),
-        }
-        if !matches!(self.model.save_dtype.as_deref(), None | Some("f32" | "f16")) {
-            return Err("[model] save_dtype: expected f32 or f16".into());
         }
         if self.stages.is_empty() {
             return Err("no [[stage]]".into());

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use st5_core::save::{SaveOptions, save_sentence_transformers};
 use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
-use st5_core::{Backend, Embedder, LoadOptions, SentenceT5, Variant};
+use st5_core::{Backend, Embedder, LoadOptions, SentenceT5, Variant, WeightDtype};
 
 use crate::config::{StageConfig, TrainConfig};
 use crate::data::{self, Dataset, Rng, Sampler, SamplerState};
@@ -331,7 +331,7 @@ impl Run {
         dir: &Path,
         readme: Option<String>,
         extra: Vec<(String, Vec<u8>)>,
-        f16: bool,
+        dtype: WeightDtype,
     ) -> Result<()> {
         let options = SaveOptions {
             config: self.config_json.clone(),
@@ -339,7 +339,7 @@ impl Run {
             max_seq_length: self.max_len,
             readme,
             extra,
-            f16,
+            dtype,
         };
         Ok(save_sentence_transformers(&self.model.valid(), dir, &options)?)
     }
@@ -361,7 +361,7 @@ impl Run {
                 ("trainer_state.json".into(), state_json),
                 ("optimizer.bpk".into(), bytes.to_vec()),
             ],
-            false,
+            WeightDtype::F32,
         )?;
         Ok(Some(latest))
     }
@@ -508,11 +508,6 @@ impl Run {
 
     /// Writes the trained model to `cfg.output` with a model card.
     pub fn export(&self, card: String) -> Result<()> {
-        self.save(
-            &self.cfg.output,
-            Some(card),
-            Vec::new(),
-            self.cfg.model.save_dtype.as_deref() == Some("f16"),
-        )
+        self.save(&self.cfg.output, Some(card), Vec::new(), self.cfg.model.save_dtype)
     }
 }

@@ -10,7 +10,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use st5_core::{Backend, Embedder, Embeddings, LoadOptions, MemoryFiles, Variant};
+use st5_core::save::convert;
+use st5_core::{
+    Backend, DEFAULT_BATCH_SIZE, Dir, Embedder, Embeddings, LoadOptions, MemoryFiles, Variant,
+    WeightDtype,
+};
 
 /// Compiles a model directory's files into the binary, keyed by relative path.
 macro_rules! embed_model {
@@ -68,6 +72,24 @@ enum Command {
         /// The query text.
         query: String,
     },
+    /// Rewrite a model (sentence-transformers or Hugging Face T5, any dtype, sharded) as a
+    /// sentence-transformers directory with its weights in another dtype: `int8` (Linear and
+    /// embedding weights as int8 with per-row scales, about a quarter of f32), `f16` (for
+    /// Python: an int8 model converts back), or `f32`.
+    Quantize {
+        /// Model directory; the built-in default when absent.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Storage dtype of the output: int8, f16 or f32.
+        #[arg(long, value_parser = parse_dtype)]
+        dtype: WeightDtype,
+        /// Output directory (replaced only once written completely).
+        #[arg(long)]
+        output: PathBuf,
+        /// tokenizer.json to use when the model directory has none.
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+    },
     /// Evaluate as the paper does: STS (Spearman), SentEval transfer, SentGLUE, alignment/uniformity.
     Eval {
         #[command(flatten)]
@@ -108,7 +130,7 @@ struct ModelArgs {
     #[arg(long, default_value = "cpu", value_parser = parse_backend)]
     device: Backend,
     /// Texts per forward pass.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = DEFAULT_BATCH_SIZE)]
     batch_size: usize,
     /// tokenizer.json to use when the model directory has none.
     #[arg(long)]
@@ -119,6 +141,10 @@ struct ModelArgs {
 }
 
 fn parse_variant(s: &str) -> Result<Variant, String> {
+    s.parse().map_err(|e: st5_core::Error| e.to_string())
+}
+
+fn parse_dtype(s: &str) -> Result<WeightDtype, String> {
     s.parse().map_err(|e: st5_core::Error| e.to_string())
 }
 
@@ -143,18 +169,7 @@ impl ModelArgs {
                 dir.display().to_string(),
             ),
             None => {
-                let mut files: std::collections::BTreeMap<String, Vec<u8>> = DEFAULT_MODEL
-                    .iter()
-                    .map(|(rel, bytes)| (rel.to_string(), bytes.to_vec()))
-                    .collect();
-                files.insert(
-                    "model.safetensors".into(),
-                    DEFAULT_WEIGHT_PARTS
-                        .iter()
-                        .flat_map(|(_, bytes)| bytes.iter().copied())
-                        .collect(),
-                );
-                let files = MemoryFiles { files, label: DEFAULT_LABEL.into() };
+                let files = builtin_files();
                 (
                     Embedder::load_from(&files, &options, &device)
                         .context("loading the built-in model")?,
@@ -180,6 +195,28 @@ impl ModelArgs {
         }
         Ok(embedder)
     }
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() { dir_bytes(&entry.path())? } else { meta.len() };
+    }
+    Ok(total)
+}
+
+/// The built-in model's files, its weights joined from their compiled-in parts.
+fn builtin_files() -> MemoryFiles {
+    let mut files: std::collections::BTreeMap<String, Vec<u8>> =
+        DEFAULT_MODEL.iter().map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
+    files.insert(
+        "model.safetensors".into(),
+        DEFAULT_WEIGHT_PARTS.iter().flat_map(|(_, bytes)| bytes.iter().copied()).collect(),
+    );
+    MemoryFiles { files, label: DEFAULT_LABEL.into() }
 }
 
 fn join_some(names: &[&String], n: usize) -> String {
@@ -301,6 +338,23 @@ fn main() -> Result<()> {
                 );
             }
             write_output(output.as_deref(), &e)
+        }
+        Command::Quantize { model, dtype, output, tokenizer } => {
+            let tokenizer = tokenizer.as_deref();
+            let (result, name) = match &model {
+                Some(dir) => (
+                    convert(&Dir(dir.clone()), tokenizer, dtype, &output),
+                    dir.display().to_string(),
+                ),
+                None => (
+                    convert(&builtin_files(), tokenizer, dtype, &output),
+                    "the built-in model".into(),
+                ),
+            };
+            result.with_context(|| format!("converting {name} to {dtype}"))?;
+            let bytes = dir_bytes(&output)?;
+            eprintln!("wrote {} ({dtype}, {:.1} MB)", output.display(), bytes as f64 / 1e6);
+            Ok(())
         }
         Command::Eval { model, tasks, data, glue_dir, json, outer_folds, inner_folds } => {
             if outer_folds < 2 || inner_folds < 2 {

@@ -30,13 +30,17 @@ pub struct LoadOptions {
     pub max_buffer_bytes: Option<u64>,
 }
 
+/// Texts per forward pass unless a caller says otherwise: the CLI, the library and the browser
+/// package all default to it.
+pub const DEFAULT_BATCH_SIZE: usize = 32;
+
 impl Default for LoadOptions {
     fn default() -> Self {
         Self {
             variant: None,
             tokenizer: None,
             max_seq_length: None,
-            batch_size: 32,
+            batch_size: DEFAULT_BATCH_SIZE,
             max_buffer_bytes: None,
         }
     }

@@ -32,9 +32,12 @@ pub enum Error {
         #[source]
         source: safetensors::SafeTensorError,
     },
-    /// A tensor is stored in a dtype other than F32, F16 or BF16.
-    #[error("{}: tensor `{name}` has dtype {dtype}; only F32, F16 and BF16 are supported", path.display())]
+    /// A tensor is stored in a dtype other than F32, F16, BF16 or I8 (int8 with its scale).
+    #[error("{}: tensor `{name}` has dtype {dtype}; only F32, F16, BF16 and I8 (with a `{name}_scale`) are supported", path.display())]
     Dtype { path: PathBuf, name: String, dtype: String },
+    /// An int8 tensor whose scale is missing, mis-shaped or not a float, or that is not 2-D.
+    #[error("{}: int8 tensor `{name}`: {message}", path.display())]
+    Quantized { path: PathBuf, name: String, message: String },
     /// Tensors the model needs are missing or have the wrong shape.
     #[error("weights in {} do not match the model config:\n{report}", path.display())]
     Weights { path: PathBuf, report: String },

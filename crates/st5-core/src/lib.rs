@@ -7,7 +7,9 @@
 //! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
 //! - [`weights`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from a
 //!   directory or from files held in memory;
-//! - [`save`]: writing a model as a sentence-transformers directory;
+//! - [`names`]: the one table between module paths and checkpoint tensor names;
+//! - [`save`]: writing a model as a sentence-transformers directory, in f32, f16 or int8
+//!   ([`quant`]);
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
@@ -22,8 +24,10 @@ pub mod files;
 pub mod index;
 pub mod layout;
 pub mod model;
+pub mod names;
 pub mod npy;
 pub mod probe;
+pub mod quant;
 pub mod rng;
 pub mod save;
 pub mod t5;
@@ -33,8 +37,9 @@ pub mod weights;
 pub use burn::tensor::Device;
 pub use config::T5Config;
 pub use device::Backend;
-pub use embedder::{Embedder, Embeddings, LoadOptions};
+pub use embedder::{DEFAULT_BATCH_SIZE, Embedder, Embeddings, LoadOptions};
 pub use error::{Error, Result};
 pub use files::{Dir, MemoryFiles, ModelFiles};
 pub use index::{Hit, VectorIndex};
 pub use model::{HeadConfig, SentenceT5, Variant};
+pub use quant::WeightDtype;

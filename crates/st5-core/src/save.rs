@@ -9,11 +9,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::Tensor;
+use burn::tensor::{Device, Tensor};
 use serde_json::json;
 
+use crate::embedder::{Embedder, LoadOptions};
 use crate::error::{Error, Result};
+use crate::files::{ModelFiles, join};
 use crate::model::{SentenceT5, Variant};
+use crate::names::checkpoint_name;
+use crate::quant::{WeightDtype, is_quantized, quantization_config, quantize_rows, scale_name};
 use crate::weights::transpose2;
 
 /// What a saved directory needs besides the weights.
@@ -27,9 +31,8 @@ pub struct SaveOptions<'a> {
     pub readme: Option<String>,
     /// More files written into the same directory, in the same atomic step (a trainer's state).
     pub extra: Vec<(String, Vec<u8>)>,
-    /// Store weights as f16 (half the size; every st5 loader and PyTorch read it). Checkpoints
-    /// that must resume exactly stay f32.
-    pub f16: bool,
+    /// How weights are stored (quant.rs): checkpoints that must resume exactly stay f32.
+    pub dtype: WeightDtype,
 }
 
 /// Every float parameter as `(module path, shape, values)`.
@@ -54,70 +57,46 @@ impl ModuleVisitor for Collect {
     }
 }
 
-/// Block fields whose Hugging Face name is a `layer.N` index: (field, encoder, decoder). Every
-/// other module is named as in `modeling_t5.py` already.
-const BLOCK_LAYERS: [(&str, &str, &str); 3] = [
-    ("self_attention", "layer.0", "layer.0"),
-    ("cross_attention", "layer.1", "layer.1"),
-    ("ff", "layer.1", "layer.2"),
-];
-
-/// The Hugging Face name of a parameter at module path `path` (under `t5.`), and whether it is
-/// a Linear weight to transpose. Fields named `weight`/`bias` belong to Linear and layer-norm
-/// modules; bare parameters (`embed_tokens`, `relative_attention_bias`) are embedding tables.
-fn hf_name(path: &str, rank: usize, gated: bool) -> (String, bool) {
-    let decoder = path.starts_with("decoder.");
-    // A gated feed-forward keeps its first input projection in the field `wi`; HF calls it `wi_0`.
-    let path = if gated {
-        path.replace(".DenseReluDense.wi.", ".DenseReluDense.wi_0.")
-    } else {
-        path.to_string()
-    };
-    let path = path
-        .split('.')
-        .map(|seg| {
-            BLOCK_LAYERS
-                .iter()
-                .find(|(f, _, _)| *f == seg)
-                .map_or(seg, |(_, e, d)| if decoder { d } else { e })
-        })
-        .collect::<Vec<_>>()
-        .join(".");
-    let path = path.as_str();
-    if path.ends_with(".weight") || path.ends_with(".bias") {
-        return (path.to_string(), rank == 2 && path.ends_with(".weight"));
-    }
-    if path == "encoder.embed_tokens" {
-        // T5's tied table: `transformers` loads it as `shared`, and so does this crate.
-        return ("shared.weight".into(), false);
-    }
-    (format!("{path}.weight"), false)
-}
-
+/// The safetensors file of `tensors` (checkpoint name → shape, values) stored as `dtype`: in
+/// int8, the tensors [`is_quantized`] picks become I8 plus an F32 `…_scale` `[rows, 1]`, and the
+/// rest f16.
 fn safetensors_bytes(
     tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
     path: &Path,
-    f16: bool,
+    dtype: WeightDtype,
 ) -> Result<Vec<u8>> {
-    let halves: Vec<Vec<half::f16>> = if f16 {
-        tensors.values().map(|(_, v)| v.iter().map(|&x| half::f16::from_f32(x)).collect()).collect()
-    } else {
-        Vec::new()
-    };
-    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
-        .iter()
-        .enumerate()
-        .map(|(i, (name, (shape, values)))| {
-            let (dtype, bytes): (_, &[u8]) = if f16 {
-                (safetensors::Dtype::F16, bytemuck::cast_slice(&halves[i]))
-            } else {
-                (safetensors::Dtype::F32, bytemuck::cast_slice(values))
-            };
-            let view = safetensors::tensor::TensorView::new(dtype, shape.clone(), bytes)
-                .expect("shape matches data");
-            (name.clone(), view)
-        })
-        .collect();
+    use safetensors::Dtype;
+    // Each stored tensor's bytes, owned here so that the views below can borrow them.
+    let mut stored: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, (shape, values)) in tensors {
+        let half = || values.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect();
+        match dtype {
+            WeightDtype::F32 => stored.push((
+                name.clone(),
+                Dtype::F32,
+                shape.clone(),
+                bytemuck::cast_slice(values).to_vec(),
+            )),
+            WeightDtype::F16 => stored.push((name.clone(), Dtype::F16, shape.clone(), half())),
+            WeightDtype::Int8 if is_quantized(name, shape.len()) => {
+                let (q, scales) = quantize_rows(values, shape[1]);
+                stored.push((
+                    name.clone(),
+                    Dtype::I8,
+                    shape.clone(),
+                    bytemuck::cast_slice(&q).to_vec(),
+                ));
+                let scale_bytes = bytemuck::cast_slice(&scales).to_vec();
+                stored.push((scale_name(name), Dtype::F32, vec![shape[0], 1], scale_bytes));
+            }
+            WeightDtype::Int8 => stored.push((name.clone(), Dtype::F16, shape.clone(), half())),
+        }
+    }
+    let views = stored.iter().map(|(name, dtype, shape, bytes)| {
+        let view = safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes)
+            .expect("shape matches data");
+        (name.clone(), view)
+    });
     let meta = Some(std::collections::HashMap::from([("format".to_string(), "pt".to_string())]));
     safetensors::serialize(views, meta)
         .map_err(|source| Error::Safetensors { path: path.to_path_buf(), source })
@@ -175,10 +154,9 @@ pub fn save_sentence_transformers(
     model.visit(&mut collect);
     let mut t5 = BTreeMap::new();
     let mut dense: BTreeMap<usize, BTreeMap<String, (Vec<usize>, Vec<f32>)>> = BTreeMap::new();
-    let gated = collect.tensors.iter().any(|(p, _, _)| p.contains(".wi_1."));
     for (path, shape, values) in collect.tensors {
         if let Some(rest) = path.strip_prefix("t5.") {
-            let (name, flip) = hf_name(rest, shape.len(), gated);
+            let (name, flip) = checkpoint_name(rest, shape.len());
             let (shape, values) = if flip {
                 (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1]))
             } else {
@@ -209,11 +187,21 @@ pub fn save_sentence_transformers(
     write(
         &staging,
         "model.safetensors",
-        &safetensors_bytes(&t5, &dir.join("model.safetensors"), options.f16)?,
+        &safetensors_bytes(&t5, &dir.join("model.safetensors"), options.dtype)?,
     )?;
     let mut config = options.config.clone();
-    if options.f16 {
-        config["torch_dtype"] = json!("float16");
+    if let Some(obj) = config.as_object_mut() {
+        // A converted model's old scheme no longer applies.
+        obj.remove("quantization_config");
+    }
+    // transformers reads `torch_dtype` (4.x) or `dtype` (5.x): the float type of what is stored.
+    let float = if options.dtype == WeightDtype::F32 { "float32" } else { "float16" };
+    config["torch_dtype"] = json!(float);
+    if config.get("dtype").is_some() {
+        config["dtype"] = json!(float);
+    }
+    if options.dtype == WeightDtype::Int8 {
+        config["quantization_config"] = quantization_config();
     }
     write(&staging, "config.json", &json_bytes(config))?;
     write(&staging, "tokenizer.json", &minify_json(options.tokenizer_json))?;
@@ -253,7 +241,7 @@ pub fn save_sentence_transformers(
         write(
             &staging,
             &format!("{folder}/model.safetensors"),
-            &safetensors_bytes(tensors, &dir.join(&folder), options.f16)?,
+            &safetensors_bytes(tensors, &dir.join(&folder), options.dtype)?,
         )?;
         modules.push(json!({ "idx": modules.len(), "name": modules.len().to_string(), "path": folder, "type": "sentence_transformers.models.Dense" }));
     }
@@ -275,6 +263,45 @@ pub fn save_sentence_transformers(
         write(&staging, rel, bytes)?;
     }
     replace_dir(&staging, dir)
+}
+
+/// Writes the model in `files` (any layout st5 loads: sentence-transformers or Hugging Face T5,
+/// f32/f16/bf16/int8, sharded) to `output` as a sentence-transformers directory whose weights are
+/// stored as `dtype`, keeping its model card: `st5 quantize`. `tokenizer` stands in for a
+/// directory without `tokenizer.json`. The model is dequantized and computed as st5 loads it, so
+/// converting an int8 model to f32 gives its exact dequantized copy.
+pub fn convert(
+    files: &impl ModelFiles,
+    tokenizer: Option<&Path>,
+    dtype: WeightDtype,
+    output: &Path,
+) -> Result<()> {
+    let options = LoadOptions { tokenizer: tokenizer.map(Path::to_path_buf), ..Default::default() };
+    let embedder = Embedder::load_from(files, &options, &Device::flex())?;
+    let layout = embedder.layout();
+    let config_rel = join(&layout.transformer, "config.json");
+    let config = files
+        .json::<serde_json::Value>(&config_rel)?
+        .ok_or_else(|| Error::layout(files.path(&config_rel), "missing"))?;
+    let tokenizer_json = match (tokenizer, &layout.tokenizer) {
+        (Some(path), _) => std::fs::read(path).map_err(|e| Error::io(path, e))?,
+        (None, Some(rel)) => {
+            files.read(rel)?.ok_or_else(|| Error::layout(files.path(rel), "missing"))?
+        }
+        (None, None) => {
+            return Err(Error::layout(files.path(""), "no tokenizer.json: pass one"));
+        }
+    };
+    let readme = files.read("README.md")?.map(|b| String::from_utf8_lossy(&b).into_owned());
+    let save = SaveOptions {
+        config,
+        tokenizer_json: &tokenizer_json,
+        max_seq_length: layout.max_seq_length,
+        readme,
+        extra: Vec::new(),
+        dtype,
+    };
+    save_sentence_transformers(embedder.model(), output, &save)
 }
 
 fn staging_dir(dir: &Path) -> PathBuf {

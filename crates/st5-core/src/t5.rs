@@ -14,6 +14,7 @@ use burn::tensor::activation::{gelu, gelu_approximate, relu, silu, softmax};
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::config::{Activation, T5Config};
+use crate::names::block_layer;
 use crate::weights::{Init, VarBuilder};
 
 /// Large negative added to masked attention logits. HF uses `finfo(f32).min`; any value whose
@@ -67,12 +68,15 @@ impl T5LayerNorm {
     }
 }
 
-/// The feed-forward block: `wo(act(wi x))`, or gated `wo(act(wi_0 x) * wi_1 x)`.
+/// The feed-forward block: `wo(act(wi x))`, or gated `wo(act(wi_0 x) * wi_1 x)`. Fields are
+/// named as in the checkpoint: `wi` for the plain kind, `wi_0` and `wi_1` for the gated one.
 #[derive(Module, Debug)]
 pub struct T5DenseActDense {
-    /// `wi` (plain) or `wi_0` (gated): `[d_model, d_ff]`
-    pub wi: Linear,
-    /// `wi_1`, gated variants only: `[d_model, d_ff]`
+    /// Plain variants only: `[d_model, d_ff]`
+    pub wi: Option<Linear>,
+    /// Gated variants only, the activated half: `[d_model, d_ff]`
+    pub wi_0: Option<Linear>,
+    /// Gated variants only, the linear half: `[d_model, d_ff]`
     pub wi_1: Option<Linear>,
     /// `[d_ff, d_model]`
     pub wo: Linear,
@@ -83,16 +87,15 @@ pub struct T5DenseActDense {
 impl T5DenseActDense {
     pub fn new(vb: &VarBuilder, cfg: &T5Config) -> Self {
         let ff = cfg.feed_forward();
-        let (wi, wi_1) = if ff.gated {
-            (
-                Linear::new(&vb.pp("wi_0"), cfg.d_model, cfg.d_ff, false),
-                Some(Linear::new(&vb.pp("wi_1"), cfg.d_model, cfg.d_ff, false)),
-            )
+        let linear = |name: &str| Some(Linear::new(&vb.pp(name), cfg.d_model, cfg.d_ff, false));
+        let (wi, wi_0, wi_1) = if ff.gated {
+            (None, linear("wi_0"), linear("wi_1"))
         } else {
-            (Linear::new(&vb.pp("wi"), cfg.d_model, cfg.d_ff, false), None)
+            (linear("wi"), None, None)
         };
         Self {
             wi,
+            wi_0,
             wi_1,
             wo: Linear::new(&vb.pp("wo"), cfg.d_ff, cfg.d_model, false),
             activation: ff.activation,
@@ -101,7 +104,8 @@ impl T5DenseActDense {
 
     /// `[batch, seq, d_model]` → same
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let h = self.wi.forward(x.clone());
+        let input = self.wi.as_ref().or(self.wi_0.as_ref()).expect("wi or wi_0, built by new");
+        let h = input.forward(x.clone());
         let h = match self.activation {
             Activation::Relu => relu(h),
             Activation::Gelu => gelu(h),
@@ -282,30 +286,31 @@ pub struct T5Block {
 
 impl T5Block {
     pub fn new(vb: &VarBuilder, cfg: &T5Config, first: bool, decoder: bool) -> Self {
-        let layer = vb.pp("layer");
+        // Each sub-layer lives at its `layer.N` (names.rs).
+        let at = |field: &str| vb.pp(block_layer(field, decoder));
         let norm = |vb: VarBuilder| {
             T5LayerNorm::new(&vb.pp("layer_norm"), cfg.d_model, cfg.layer_norm_epsilon)
         };
         Self {
             self_attention: T5LayerSelfAttention {
                 SelfAttention: T5Attention::new(
-                    &layer.pp(0).pp("SelfAttention"),
+                    &at("self_attention").pp("SelfAttention"),
                     cfg,
                     first,
                     !decoder,
                 ),
-                layer_norm: norm(layer.pp(0)),
+                layer_norm: norm(at("self_attention")),
             },
             cross_attention: decoder.then(|| T5LayerCrossAttention {
                 EncDecAttention: T5Attention::new(
-                    &layer.pp(1).pp("EncDecAttention"),
+                    &at("cross_attention").pp("EncDecAttention"),
                     cfg,
                     false,
                     true,
                 ),
-                layer_norm: norm(layer.pp(1)),
+                layer_norm: norm(at("cross_attention")),
             }),
-            ff: T5LayerFF::new(&layer.pp(if decoder { 2 } else { 1 }), cfg),
+            ff: T5LayerFF::new(&at("ff"), cfg),
         }
     }
 

@@ -14,18 +14,8 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
-
-/// Names under which a tensor may be stored. The first entry is the name this crate asks for;
-/// the rest are tried in order. A stack's own `embed_tokens` wins (an untied checkpoint may hold
-/// both, with different values, and `transformers` then uses the stack's); otherwise it is the
-/// tied `shared.weight`.
-const ALIASES: &[&[&str]] = &[
-    &["encoder.embed_tokens.weight", "shared.weight"],
-    &["decoder.embed_tokens.weight", "shared.weight"],
-];
-
-/// Prefixes some exporters put before every name (wrapped models).
-const PREFIXES: &[&str] = &["", "model.", "transformer.", "auto_model."];
+use crate::names::{PREFIXES, stored_names, tied_spellings};
+use crate::quant::{dequantize_rows, scale_name};
 
 struct Entry {
     file: usize,
@@ -131,12 +121,22 @@ impl Checkpoint {
         self.entries.get(name).map(|e| e.shape.as_slice())
     }
 
-    /// Decodes a tensor to f32 (F16 and BF16 are widened exactly).
+    /// The scale stored beside `name` when `name` is int8 (quant.rs), which loading `name` uses.
+    pub fn scale_of(&self, name: &str) -> Option<String> {
+        let e = self.entries.get(name)?;
+        (e.dtype == Dtype::I8).then(|| scale_name(name)).filter(|s| self.contains(s))
+    }
+
+    /// Decodes a tensor to f32: F16 and BF16 are widened exactly; I8 is dequantized with the
+    /// per-row scale stored beside it (quant.rs).
     pub fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
         let e =
             self.entries.get(name).ok_or_else(|| Error::Invalid(format!("no tensor `{name}`")))?;
         let (path, bytes) = &self.files[e.file];
         let raw = &bytes[e.range.clone()];
+        if e.dtype == Dtype::I8 {
+            return self.dequantize(name, e, raw);
+        }
         // Safetensors data is little-endian and unaligned in the file: decode by chunks.
         Ok(match e.dtype {
             Dtype::F32 => {
@@ -160,17 +160,43 @@ impl Checkpoint {
         })
     }
 
-    /// The first of `name`'s aliases and prefixed spellings that this checkpoint holds.
+    /// `q[r, c] * scale[r]` for int8 tensor `name` (`e`, bytes `raw`): the scale must be a float
+    /// tensor of `[rows, 1]` or `[rows]` (one per row) or a single value (one for the tensor).
+    fn dequantize(&self, name: &str, e: &Entry, raw: &[u8]) -> Result<Vec<f32>> {
+        let fail = |message: String| Error::Quantized {
+            path: self.files[e.file].0.clone(),
+            name: name.to_string(),
+            message,
+        };
+        let [rows, cols] = e.shape[..] else {
+            return Err(fail(format!("has shape {:?}; int8 tensors must be 2-D", e.shape)));
+        };
+        let key = scale_name(name);
+        let se =
+            self.entries.get(&key).ok_or_else(|| fail(format!("no scale `{key}` beside it")))?;
+        if !matches!(se.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
+            return Err(fail(format!(
+                "scale `{key}` has dtype {:?}; expected F32, F16 or BF16",
+                se.dtype
+            )));
+        }
+        let per_row = se.shape == [rows, 1] || se.shape == [rows];
+        let per_tensor = se.shape.iter().product::<usize>() == 1;
+        if !per_row && !per_tensor {
+            return Err(fail(format!(
+                "scale `{key}` has shape {:?}; expected [{rows}, 1] (one per row)",
+                se.shape
+            )));
+        }
+        let scale = self.to_f32(&key)?;
+        let scales = if per_row { scale } else { vec![scale[0]; rows] };
+        let q: Vec<i8> = raw.iter().map(|&b| b as i8).collect();
+        Ok(dequantize_rows(&q, &scales, cols))
+    }
+
+    /// The first of `name`'s stored spellings (names.rs) that this checkpoint holds.
     fn resolve(&self, name: &str) -> Option<String> {
-        let group = ALIASES
-            .iter()
-            .find(|g| g.contains(&name))
-            .map(|g| g.to_vec())
-            .unwrap_or_else(|| vec![name]);
-        PREFIXES
-            .iter()
-            .flat_map(|p| group.iter().map(move |n| format!("{p}{n}")))
-            .find(|n| self.contains(n))
+        stored_names(name).find(|n| self.contains(n))
     }
 }
 
@@ -286,6 +312,9 @@ impl VarBuilder {
             return Some(vec![0.0; shape.iter().product()]);
         };
         self.src.used.borrow_mut().insert(key.clone());
+        if let Some(scale) = ckpt.scale_of(&key) {
+            self.src.used.borrow_mut().insert(scale);
+        }
         let stored = ckpt.shape(&key).unwrap_or_default().to_vec();
         let want: Vec<usize> =
             if transpose { shape.iter().rev().copied().collect() } else { shape.to_vec() };
@@ -365,19 +394,15 @@ impl VarBuilder {
     }
 
     /// Finishes loading: fills in the unused tensors and returns the report. Tensors stored under
-    /// an alias of a used one (tied copies) do not count as unused.
+    /// a spelling tied to a used one (names.rs) do not count as unused.
     pub fn report(&self) -> LoadReport {
         let mut report = self.src.report.borrow().clone();
         if let Some(ckpt) = &self.src.checkpoint {
             let used = self.src.used.borrow();
-            let tied: BTreeSet<String> = ALIASES
+            let tied: BTreeSet<String> = used
                 .iter()
-                .filter(|g| {
-                    g.iter().any(|n| PREFIXES.iter().any(|p| used.contains(&format!("{p}{n}"))))
-                })
-                .flat_map(|g| {
-                    PREFIXES.iter().flat_map(move |p| g.iter().map(move |n| format!("{p}{n}")))
-                })
+                .flat_map(|u| PREFIXES.iter().filter_map(move |p| u.strip_prefix(p)))
+                .flat_map(tied_spellings)
                 .collect();
             report.unused = ckpt
                 .names()

@@ -9,7 +9,9 @@ use std::rc::Rc;
 use js_sys::{Float32Array, Object, Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
 use st5_core::probe::{FilePlan, Probe, plan};
-use st5_core::{Backend, Device, Embedder, LoadOptions, MemoryFiles, Variant, VectorIndex};
+use st5_core::{
+    Backend, DEFAULT_BATCH_SIZE, Device, Embedder, LoadOptions, MemoryFiles, Variant, VectorIndex,
+};
 use wasm_bindgen::prelude::*;
 
 // Static constructors (cubecl registers its IR dialects through `inventory`) run once, here,
@@ -210,7 +212,7 @@ impl Model {
                 .map_err(js_error)?,
             tokenizer: None,
             max_seq_length: options.max_seq_length,
-            batch_size: options.batch_size.unwrap_or(32),
+            batch_size: options.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
             max_buffer_bytes: lower(limit, options.max_buffer_bytes),
         };
         let embedder = Embedder::load_from(&files, &load, &device).map_err(js_error)?;

@@ -1,0 +1,189 @@
+//! int8 weights (`st5 quantize`, `st5_core::quant`): an int8 model equals its own dequantized
+//! f32 copy exactly, on flex and on wgpu; it stays within [`INT8_TOL`] of the f32 Python
+//! reference on the fixtures; int8 files are about a quarter of f32 and convert back to f16;
+//! STS-B test on st5-mini moves by at most 0.3 points; malformed int8 files name the tensor.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use st5_core::save::convert;
+use st5_core::{Device, Dir, Embedder, LoadOptions, Variant, WeightDtype};
+use st5_tests::*;
+
+/// Max abs error of an int8 fixture model's unit-norm embeddings against the f32 reference.
+/// Per-row int8 keeps each weight within half a step (max|row| / 254), but these fixtures are
+/// tiny random models (12-wide embeddings), where that step is a large share of a row: the
+/// largest error measured is 1.6e-2 (st-enc-mean-relu). 5e-2 leaves room without hiding a wrong
+/// scale or row, which moves embeddings by O(1). On a real model the STS-B check below is the
+/// measure that counts.
+const INT8_TOL: f32 = 5e-2;
+
+fn embed(dir: &Path, device: &Device, texts: &[String]) -> Vec<f32> {
+    let options = LoadOptions {
+        variant: Some(Variant::EncMean),
+        tokenizer: (!dir.join("tokenizer.json").exists()).then(tokenizer_json),
+        batch_size: 4,
+        ..LoadOptions::default()
+    };
+    Embedder::load(dir, &options, device).unwrap().embed(texts).unwrap().data
+}
+
+/// `model` converted to int8, and that int8 model converted to f32 (its dequantized copy).
+fn int8_and_copy(model: &Path, tag: &str) -> (PathBuf, PathBuf) {
+    let tok = (!model.join("tokenizer.json").exists()).then(tokenizer_json);
+    let int8 = scratch_dir(&format!("{tag}-int8"));
+    convert(&Dir(model.to_path_buf()), tok.as_deref(), WeightDtype::Int8, &int8).unwrap();
+    let copy = scratch_dir(&format!("{tag}-dequantized"));
+    convert(&Dir(int8.clone()), None, WeightDtype::F32, &copy).unwrap();
+    (int8, copy)
+}
+
+fn bytes(dir: &Path, file: &str) -> u64 {
+    std::fs::metadata(dir.join(file)).unwrap().len()
+}
+
+#[test]
+fn int8_equals_its_dequantized_copy_and_stays_near_the_reference() {
+    let mut devices = vec![("flex", Device::flex())];
+    devices.extend(wgpu_device().map(|d| ("wgpu", d)));
+    for model in ["st-enc-mean-relu", "hf-t5-gated-bf16-sharded"] {
+        let exp = expected(model);
+        let want: Vec<f32> = exp
+            .embeddings
+            .iter()
+            .find(|(v, _)| v == "enc-mean")
+            .map(|(_, rows)| rows.concat())
+            .unwrap();
+        let (int8, copy) = int8_and_copy(&fixture(model), model);
+        for (name, device) in &devices {
+            let q = embed(&int8, device, &exp.sentences);
+            let d = embed(&copy, device, &exp.sentences);
+            assert!(q == d, "{model} on {name}: int8 differs from its dequantized copy");
+            let err = max_abs_diff(&q, &want);
+            eprintln!("{model} int8 on {name}: max abs error vs the f32 reference {err:e}");
+            assert!(err <= INT8_TOL, "{model} int8 on {name}: max abs error {err:e}");
+        }
+    }
+}
+
+#[test]
+fn int8_is_smaller_and_converts_back_to_f16() {
+    let model = fixture("st-enc-mean-relu");
+    let (int8, copy) = int8_and_copy(&model, "sizes");
+    let f16 = scratch_dir("sizes-f16");
+    convert(&Dir(int8.clone()), None, WeightDtype::F16, &f16).unwrap();
+    let (b8, b16, b32) = (
+        bytes(&int8, "model.safetensors"),
+        bytes(&f16, "model.safetensors"),
+        bytes(&copy, "model.safetensors"),
+    );
+    // One f32 scale per row costs 4 bytes beside each row's int8 values: on this 8-wide
+    // fixture that is a third of the int8 size; on st5-mini (384 wide) about 1%.
+    assert!(
+        b8 * 2 < b32 && b8 < b16 && b16 * 2 <= b32 + 4096,
+        "int8 {b8}, f16 {b16}, f32 {b32} bytes"
+    );
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(int8.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["quantization_config"]["format"], "int-quantized");
+    let back: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(f16.join("config.json")).unwrap()).unwrap();
+    assert!(back.get("quantization_config").is_none(), "{back}");
+    // The f16 copy holds the dequantized values, rounded to f16: close to the int8 model.
+    let texts = expected("st-enc-mean-relu").sentences;
+    let err =
+        max_abs_diff(&embed(&f16, &Device::flex(), &texts), &embed(&int8, &Device::flex(), &texts));
+    assert!(err <= 1e-3, "f16 copy vs int8: {err:e}");
+}
+
+/// The table of what a malformed int8 tensor must say: (case, the tensors, words in the error).
+#[test]
+fn malformed_int8_names_the_tensor() {
+    use safetensors::Dtype;
+    let w = "encoder.block.0.layer.0.SelfAttention.q.weight";
+    let scale = format!("{w}_scale");
+    let q = vec![1u8; 6];
+    let f32s = |n: usize| vec![0u8; 4 * n];
+    let cases: Vec<(&str, Vec<(String, Dtype, Vec<usize>, Vec<u8>)>, Vec<String>)> = vec![
+        (
+            "missing scale",
+            vec![(w.into(), Dtype::I8, vec![2, 3], q.clone())],
+            vec![w.into(), scale.clone()],
+        ),
+        (
+            "scale of the wrong shape",
+            vec![
+                (w.into(), Dtype::I8, vec![2, 3], q.clone()),
+                (scale.clone(), Dtype::F32, vec![3, 1], f32s(3)),
+            ],
+            vec![w.into(), "[3, 1]".into(), "[2, 1]".into()],
+        ),
+        (
+            "scale of the wrong dtype",
+            vec![
+                (w.into(), Dtype::I8, vec![2, 3], q.clone()),
+                (scale.clone(), Dtype::I8, vec![2, 1], vec![1; 2]),
+            ],
+            vec![w.into(), "I8".into()],
+        ),
+        (
+            "int8 that is not 2-D",
+            vec![
+                (w.into(), Dtype::I8, vec![6], q.clone()),
+                (scale.clone(), Dtype::F32, vec![1], f32s(1)),
+            ],
+            vec![w.into(), "2-D".into()],
+        ),
+        (
+            "an unsupported dtype",
+            vec![(w.into(), Dtype::I32, vec![2, 3], vec![0; 24])],
+            vec![w.into(), "I32".into()],
+        ),
+    ];
+    for (case, tensors, words) in cases {
+        let views = tensors.iter().map(|(n, d, s, b)| {
+            (n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap())
+        });
+        let file = safetensors::serialize(views, None).unwrap();
+        let path = PathBuf::from("bad/model.safetensors");
+        let ckpt = st5_core::weights::Checkpoint::from_buffers(vec![(path, file)]).unwrap();
+        let msg = ckpt.to_f32(w).unwrap_err().to_string();
+        assert!(msg.contains("bad/model.safetensors"), "{case}: {msg}");
+        for word in &words {
+            assert!(msg.contains(word.as_str()), "{case}: `{word}` not in: {msg}");
+        }
+    }
+}
+
+/// `st5 quantize` on the built-in model, then `st5 eval --tasks stsb` on both: the int8 model's
+/// STS-B test Spearman is within 0.3 points of the shipped f16 model's.
+#[test]
+fn int8_st5_mini_keeps_its_stsb_score() {
+    let out = scratch_dir("mini-int8");
+    let st5 = workspace_bin("st5");
+    let run = |args: &[&str]| {
+        let o = Command::new(&st5).args(args).output().unwrap();
+        assert!(o.status.success(), "st5 {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&["quantize", "--dtype", "int8", "--output", out.to_str().unwrap()]);
+    let data = shared_data();
+    let mut scores = Vec::new();
+    for model in [shipped_model(), out.clone()] {
+        let json = scratch_dir("mini-eval").with_extension("json");
+        let model_arg = model.to_str().unwrap().to_string();
+        let data_arg = data.to_str().unwrap().to_string();
+        let json_arg = json.to_str().unwrap().to_string();
+        run(&[
+            "eval", "--model", &model_arg, "--tasks", "stsb", "--data", &data_arg, "--json",
+            &json_arg,
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        scores.push(v["sts"][0]["all"].as_f64().unwrap());
+    }
+    let (f16, int8) = (scores[0], scores[1]);
+    eprintln!("STS-B test Spearman: f16 {f16:.2}, int8 {int8:.2}");
+    assert!((f16 - int8).abs() <= 0.3, "f16 {f16:.3} vs int8 {int8:.3}");
+    let size = bytes(&out, "model.safetensors") as f64
+        / bytes(&shipped_model(), "model.safetensors") as f64;
+    assert!(size < 0.55, "int8 weights are {size:.2} of f16's");
+}
