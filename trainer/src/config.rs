@@ -5,9 +5,90 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use st5_core::WeightDtype;
+use st5_core::{Variant, WeightDtype};
 
 use crate::error::{Error, Result};
+
+/// Declares a closed set of config values: serde reads the lowercase name (an unknown one is an
+/// error listing the allowed ones), and `Display` prints it back.
+macro_rules! config_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? } default $default:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant,)+
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self { $(Self::$variant => $text,)+ })
+            }
+        }
+        impl Default for $name {
+            fn default() -> Self {
+                Self::$default
+            }
+        }
+    };
+}
+
+config_enum!(
+    /// Where the run computes.
+    TrainDevice {
+        /// burn's flex CPU backend.
+        Cpu = "cpu",
+        /// wgpu: Vulkan, Metal, DX12.
+        Wgpu = "wgpu",
+        /// CUDA, with the `cuda` cargo feature.
+        Cuda = "cuda",
+    } default Cpu
+);
+
+config_enum!(
+    /// A stage's loss.
+    StageKind {
+        /// The paper's in-batch softmax over positives and hard negatives.
+        Contrastive = "contrastive",
+        /// Mean squared error to stored teacher embeddings.
+        Distill = "distill",
+    } default Contrastive
+);
+
+config_enum!(
+    /// The learning rate after warmup.
+    Schedule {
+        /// The paper's.
+        Constant = "constant",
+        /// Linear decay to 0 at the stage's last step.
+        Linear = "linear",
+    } default Constant
+);
+
+config_enum!(
+    /// A stage's optimiser.
+    OptimizerKind {
+        /// The paper's (constant lr, no relative step).
+        Adafactor = "adafactor",
+        Adamw = "adamw",
+    } default Adafactor
+);
+
+config_enum!(
+    /// A dataset file's format.
+    DataFormat {
+        /// One JSON object per line.
+        Jsonl = "jsonl",
+        /// Tab-separated, with a header line naming the columns.
+        Tsv = "tsv",
+    } default Jsonl
+);
+
+/// `Option<Variant>` from its name (`enc-mean`, ...), parsed by the core's `FromStr`.
+fn variant<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Variant>, D::Error> {
+    let name = String::deserialize(d)?;
+    name.parse().map(Some).map_err(serde::de::Error::custom)
+}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -16,8 +97,8 @@ pub struct TrainConfig {
     #[serde(default)]
     pub seed: u64,
     /// `cpu` (flex), `wgpu` (Vulkan, Metal, DX12), or `cuda` (with the `cuda` cargo feature).
-    #[serde(default = "cpu")]
-    pub device: String,
+    #[serde(default)]
+    pub device: TrainDevice,
     /// The trained model is written here (a sentence-transformers directory).
     pub output: PathBuf,
     /// Checkpoints go here; `--resume` continues from the newest.
@@ -54,8 +135,8 @@ pub struct ModelConfig {
     /// A sentence-transformers directory, or a Hugging Face T5 / T5 v1.1 / mT5 directory.
     pub init: PathBuf,
     /// `enc-mean`, `enc-first` or `encdec-first`; default: the directory's pooling.
-    #[serde(default)]
-    pub variant: Option<String>,
+    #[serde(default, deserialize_with = "variant")]
+    pub variant: Option<Variant>,
     /// Output width of the Dense projection created when the source has none (default d_model).
     #[serde(default)]
     pub dim: Option<usize>,
@@ -76,8 +157,8 @@ pub struct StageConfig {
     /// `contrastive` (the paper's in-batch softmax loss) or `distill`: mean squared error
     /// between the model's embedding of each text and a stored teacher embedding (Reimers &
     /// Gurevych 2020).
-    #[serde(default = "contrastive")]
-    pub kind: String,
+    #[serde(default)]
+    pub kind: StageKind,
     pub batch_size: usize,
     /// Optimiser steps in this stage; or give `epochs` instead.
     #[serde(default)]
@@ -92,15 +173,15 @@ pub struct StageConfig {
     #[serde(default)]
     pub warmup: usize,
     /// `constant` (the paper's) or `linear` decay to 0 after warmup.
-    #[serde(default = "constant")]
-    pub schedule: String,
+    #[serde(default)]
+    pub schedule: Schedule,
     #[serde(default = "tau")]
     pub temperature: f32,
     #[serde(default)]
     pub symmetric: bool,
     /// `adafactor` (the paper's) or `adamw`.
-    #[serde(default = "adafactor")]
-    pub optimizer: String,
+    #[serde(default)]
+    pub optimizer: OptimizerKind,
     /// Clip the gradient's global L2 norm to this (0: no clipping).
     #[serde(default)]
     pub clip_norm: f32,
@@ -117,7 +198,7 @@ pub struct DatasetConfig {
     pub path: PathBuf,
     /// `jsonl` or `tsv`; default from the extension.
     #[serde(default)]
-    pub format: Option<String>,
+    pub format: Option<DataFormat>,
     /// Anchor, positive and (optionally) negative: JSON fields, or TSV header names.
     #[serde(default = "columns")]
     pub columns: Vec<String>,
@@ -130,9 +211,6 @@ pub struct DatasetConfig {
     pub weight: f64,
 }
 
-fn cpu() -> String {
-    "cpu".into()
-}
 fn five() -> usize {
     5
 }
@@ -142,17 +220,8 @@ fn data_dir() -> PathBuf {
 fn lr() -> f64 {
     1e-3
 }
-fn contrastive() -> String {
-    "contrastive".into()
-}
-fn constant() -> String {
-    "constant".into()
-}
 fn tau() -> f32 {
     0.01
-}
-fn adafactor() -> String {
-    "adafactor".into()
 }
 fn columns() -> Vec<String> {
     vec!["anchor".into(), "positive".into(), "negative".into()]
@@ -196,13 +265,8 @@ impl TrainConfig {
     }
 
     fn validate(&self) -> Result<(), String> {
-        match self.device.as_str() {
-            "cpu" | "wgpu" => {}
-            "cuda" if cfg!(feature = "cuda") => {}
-            "cuda" => {
-                return Err("device `cuda` needs the trainer built with `--features cuda`".into());
-            }
-            other => return Err(format!("device `{other}`: expected cpu, wgpu or cuda")),
+        if self.device == TrainDevice::Cuda && !cfg!(feature = "cuda") {
+            return Err("device `cuda` needs the trainer built with `--features cuda`".into());
         }
         if self.stages.is_empty() {
             return Err("no [[stage]]".into());
@@ -226,25 +290,10 @@ impl TrainConfig {
             if !(s.lr > 0.0 && s.lr.is_finite() && s.temperature > 0.0) {
                 return Err(at("lr and temperature must be positive"));
             }
-            if !matches!(s.schedule.as_str(), "constant" | "linear") {
-                return Err(at(&format!("schedule `{}`: expected constant or linear", s.schedule)));
-            }
-            if !matches!(s.optimizer.as_str(), "adafactor" | "adamw") {
-                return Err(at(&format!(
-                    "optimizer `{}`: expected adafactor or adamw",
-                    s.optimizer
-                )));
-            }
             if s.datasets.is_empty() {
                 return Err(at("no [[stage.dataset]]"));
             }
-            let distill = match s.kind.as_str() {
-                "contrastive" => false,
-                "distill" => true,
-                other => {
-                    return Err(at(&format!("kind `{other}`: expected contrastive or distill")));
-                }
-            };
+            let distill = s.kind == StageKind::Distill;
             for d in &s.datasets {
                 let columns_ok = if distill {
                     d.columns.len() == 1 && d.targets.is_some()
@@ -281,12 +330,12 @@ impl StageConfig {
         if step < self.warmup {
             return self.lr * (step + 1) as f64 / self.warmup as f64;
         }
-        match self.schedule.as_str() {
-            "linear" => {
+        match self.schedule {
+            Schedule::Linear => {
                 self.lr * (self.steps.saturating_sub(step)) as f64
                     / (self.steps - self.warmup).max(1) as f64
             }
-            _ => self.lr,
+            Schedule::Constant => self.lr,
         }
     }
 }
@@ -329,6 +378,54 @@ mod tests {
         for (w, s, step, want) in cases {
             let got = stage(w, s).lr_at(step) / 1e-3;
             assert!((got - want).abs() < 1e-9, "warmup {w} {s} step {step}: {got}");
+        }
+    }
+
+    #[test]
+    fn closed_sets_are_parsed_once_and_name_the_allowed_values() {
+        let base = |top: &str, model: &str, stage: &str, dataset: &str| {
+            format!(
+                "output = 'out'\n{top}[model]\ninit = 'm'\n{model}[[stage]]\nname = 's'\nbatch_size = 4\nsteps = 1\n{stage}[[stage.dataset]]\npath = 'x.jsonl'\n{dataset}"
+            )
+        };
+        let good = base(
+            "device = 'wgpu'\n",
+            "variant = 'enc-first'\nsave_dtype = 'int8'\n",
+            "kind = 'contrastive'\nschedule = 'linear'\noptimizer = 'adamw'\n",
+            "format = 'tsv'\n",
+        );
+        let cfg: TrainConfig = toml::from_str(&good).unwrap();
+        assert_eq!(cfg.device, TrainDevice::Wgpu);
+        assert_eq!(cfg.model.variant, Some(Variant::EncFirst));
+        assert_eq!(cfg.model.save_dtype, WeightDtype::Int8);
+        let s = &cfg.stages[0];
+        assert_eq!(
+            (s.kind, s.schedule, s.optimizer),
+            (StageKind::Contrastive, Schedule::Linear, OptimizerKind::Adamw)
+        );
+        assert_eq!(s.datasets[0].format, Some(DataFormat::Tsv));
+        let defaults: TrainConfig = toml::from_str(&base("", "", "", "")).unwrap();
+        assert_eq!(defaults.device, TrainDevice::Cpu);
+        let s = &defaults.stages[0];
+        assert_eq!(
+            (s.kind, s.schedule, s.optimizer),
+            (StageKind::Contrastive, Schedule::Constant, OptimizerKind::Adafactor)
+        );
+        // (bad config, what the error must name)
+        let cases = [
+            (base("device = 'gpu'\n", "", "", ""), ["gpu", "wgpu"]),
+            (base("", "variant = 'mean'\n", "", ""), ["mean", "enc-mean"]),
+            (base("", "save_dtype = 'bf16'\n", "", ""), ["bf16", "int8"]),
+            (base("", "", "kind = 'mse'\n", ""), ["mse", "distill"]),
+            (base("", "", "schedule = 'cosine'\n", ""), ["cosine", "linear"]),
+            (base("", "", "optimizer = 'sgd'\n", ""), ["sgd", "adamw"]),
+            (base("", "", "", "format = 'csv'\n"), ["csv", "tsv"]),
+        ];
+        for (toml_text, words) in cases {
+            let err = toml::from_str::<TrainConfig>(&toml_text).unwrap_err().to_string();
+            for w in words {
+                assert!(err.contains(w), "`{w}` not in: {err}");
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::DatasetConfig;
+use crate::config::{DataFormat, DatasetConfig};
 use crate::error::{Error, Result};
 
 /// One training example. A distillation example has only an anchor (the text); its positive is
@@ -79,15 +79,17 @@ pub fn eval_sentences(data: &Path) -> Result<HashSet<String>> {
 pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
     let path = &cfg.path;
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let format = cfg.format.clone().unwrap_or_else(|| {
-        if path.extension().is_some_and(|e| e == "tsv") { "tsv".into() } else { "jsonl".into() }
+    let format = cfg.format.unwrap_or(if path.extension().is_some_and(|e| e == "tsv") {
+        DataFormat::Tsv
+    } else {
+        DataFormat::Jsonl
     });
     let bad = |line: usize, message: String| Error::Data { path: path.clone(), line, message };
     let mut examples = Vec::new();
     let mut lines =
         text.lines().enumerate().map(|(i, l)| (i + 1, l)).filter(|(_, l)| !l.trim().is_empty());
-    let tsv_columns: Option<Vec<usize>> = match format.as_str() {
-        "tsv" => {
+    let tsv_columns: Option<Vec<usize>> = match format {
+        DataFormat::Tsv => {
             let (n, header) = lines
                 .next()
                 .ok_or_else(|| bad(1, "empty file (a TSV needs a header line)".into()))?;
@@ -103,8 +105,7 @@ pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
                     .collect::<Result<_>>()?,
             )
         }
-        "jsonl" => None,
-        other => return Err(bad(0, format!("unknown format `{other}` (expected jsonl or tsv)"))),
+        DataFormat::Jsonl => None,
     };
     for (n, line) in lines {
         let fields: Vec<String> = match &tsv_columns {

@@ -17,7 +17,7 @@ use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::{Backend, Embedder, LoadOptions, SentenceT5, Variant, WeightDtype};
 
-use crate::config::{StageConfig, TrainConfig};
+use crate::config::{OptimizerKind, StageConfig, TrainConfig, TrainDevice};
 use crate::data::{self, Dataset, Rng, Sampler, SamplerState};
 use crate::error::{Error, Result};
 use crate::loss::ContrastiveLoss;
@@ -126,9 +126,9 @@ fn clip_global_norm(model: &SentenceT5, grads: &mut GradientsParams, max: f32) -
 }
 
 fn optimizer(stage: &StageConfig) -> ModuleOptimizer {
-    match stage.optimizer.as_str() {
-        "adamw" => AdamWConfig::new().init(),
-        _ => crate::optim::adafactor().init(),
+    match stage.optimizer {
+        OptimizerKind::Adamw => AdamWConfig::new().init(),
+        OptimizerKind::Adafactor => crate::optim::adafactor().init(),
     }
 }
 
@@ -150,13 +150,7 @@ fn random_model(
     device: &Device,
 ) -> Result<(SentenceT5, T5Tokenizer, st5_core::layout::ModelLayout)> {
     let t5 = st5_core::T5Config::from_file(config)?;
-    let variant = cfg
-        .model
-        .variant
-        .as_deref()
-        .map(str::parse::<Variant>)
-        .transpose()?
-        .unwrap_or(Variant::EncMean);
+    let variant = cfg.model.variant.unwrap_or(Variant::EncMean);
     let head = st5_core::HeadConfig { variant, dense: Vec::new(), normalize: true };
     let model = SentenceT5::init(&t5, &head, device);
     let tok = cfg.model.tokenizer.as_ref().ok_or_else(|| Error::Config {
@@ -196,11 +190,19 @@ impl Run {
     /// Loads the starting model (or, with `resume`, the newest checkpoint) and the data the run
     /// checks against.
     pub fn new(cfg: TrainConfig, resume: bool) -> Result<(Self, Option<(TrainState, Vec<u8>)>)> {
-        let base = match cfg.device.as_str() {
-            "wgpu" => Backend::Wgpu.device()?,
+        let base = match cfg.device {
+            TrainDevice::Wgpu => Backend::Wgpu.device()?,
             #[cfg(feature = "cuda")]
-            "cuda" => Device::cuda(0),
-            _ => Device::flex(),
+            TrainDevice::Cuda => Device::cuda(0),
+            #[cfg(not(feature = "cuda"))]
+            TrainDevice::Cuda => {
+                return Err(st5_core::Error::Device {
+                    device: "cuda".into(),
+                    message: "this trainer was built without the `cuda` feature".into(),
+                }
+                .into());
+            }
+            TrainDevice::Cpu => Device::flex(),
         };
         let ad = base.clone().autodiff();
         let checkpoint = cfg
@@ -216,7 +218,7 @@ impl Run {
         }
         let source = checkpoint.clone().unwrap_or_else(|| cfg.model.init.clone());
         let options = LoadOptions {
-            variant: cfg.model.variant.as_deref().map(str::parse::<Variant>).transpose()?,
+            variant: cfg.model.variant,
             tokenizer: cfg.model.tokenizer.clone(),
             max_seq_length: cfg.model.max_seq_length,
             batch_size: 64,
