@@ -6,6 +6,8 @@
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor};
+// Rows scaled to unit length: the model's own normaliser.
+use st5_core::model::l2_normalize as unit;
 
 /// The loss's settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -20,12 +22,6 @@ impl Default for ContrastiveLoss {
     fn default() -> Self {
         Self { temperature: 0.01, symmetric: false }
     }
-}
-
-/// Rows scaled to unit length (`x / max(|x|, 1e-12)`, as `torch.nn.functional.normalize`).
-fn unit(x: Tensor<2>) -> Tensor<2> {
-    let norm = x.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
-    x.div(norm)
 }
 
 /// Mean cross-entropy of `scores` `[b, c]` with the label of row `i` in column `i`.

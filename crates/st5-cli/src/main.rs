@@ -10,10 +10,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use st5_core::model::l2_normalize_rows;
 use st5_core::save::convert;
 use st5_core::{
     Backend, DEFAULT_BATCH_SIZE, Dir, Embedder, Embeddings, LoadOptions, MemoryFiles, Variant,
-    WeightDtype,
+    VectorIndex, WeightDtype,
 };
 
 /// Compiles a model directory's files into the binary, keyed by relative path.
@@ -309,13 +310,6 @@ fn write_output(path: Option<&Path>, e: &Embeddings) -> Result<()> {
         })
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    dot / (na * nb).max(1e-12)
-}
-
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Embed { model, input, output, stats } => {
@@ -389,14 +383,18 @@ fn main() -> Result<()> {
                 &corpus.display().to_string(),
             )?;
             let embedder = model.load()?;
-            let e = embed(&embedder, &docs)?;
-            let q = embedder.embed(&[query.as_str()])?;
-            let mut scored: Vec<(usize, f32)> =
-                e.rows().map(|r| cosine(q.row(0), r)).enumerate().collect();
-            scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let mut e = embed(&embedder, &docs)?;
+            let mut q = embedder.embed(&[query.as_str()])?;
+            // Cosine similarity: dot products of unit rows (a no-op for a Normalize model).
+            l2_normalize_rows(&mut e.data, e.dim);
+            l2_normalize_rows(&mut q.data, q.dim);
+            // The library's exact top-k (ties to the lower id), on the model's device.
+            let mut index = VectorIndex::new(e.dim, embedder.device(), None)?;
+            index.add(&e.data)?;
+            let hits = index.search(&q.data, k)?.remove(0);
             let mut out = std::io::stdout().lock();
-            for (rank, (i, s)) in scored.into_iter().take(k).enumerate() {
-                writeln!(out, "{}\t{s:.4}\t{}", rank + 1, docs[i])?;
+            for (rank, hit) in hits.iter().enumerate() {
+                writeln!(out, "{}\t{:.4}\t{}", rank + 1, hit.score, docs[hit.id as usize])?;
             }
             Ok(())
         }

@@ -21,8 +21,11 @@ impl FromStr for Backend {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "cpu" | "flex" => Ok(Backend::Cpu),
-            "wgpu" | "gpu" => Ok(Backend::Wgpu),
-            _ => Err(Error::Invalid(format!("unknown device `{s}` (expected cpu or wgpu)"))),
+            // `webgpu` is the browser's name for the same backend (see `web_name`).
+            "wgpu" | "gpu" | "webgpu" => Ok(Backend::Wgpu),
+            _ => Err(Error::Invalid(format!(
+                "unknown device `{s}` (expected cpu or wgpu; webgpu in the browser)"
+            ))),
         }
     }
 }
@@ -37,6 +40,15 @@ impl fmt::Display for Backend {
 }
 
 impl Backend {
+    /// The name the browser package uses: `webgpu` for wgpu (which runs on WebGPU there), `cpu`.
+    /// The one place the native and web names meet.
+    pub fn web_name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Wgpu => "webgpu",
+        }
+    }
+
     /// The device for this backend. wgpu is initialised once per process (burn's runtime cannot
     /// be re-initialised) and a failure (no adapter or driver) is a typed error, not a panic on
     /// the first tensor.
@@ -75,5 +87,27 @@ impl Backend {
                 ))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_print_natively_and_on_the_web() {
+        let cases = [
+            ("cpu", Backend::Cpu, "cpu", "cpu"),
+            ("flex", Backend::Cpu, "cpu", "cpu"),
+            ("wgpu", Backend::Wgpu, "wgpu", "webgpu"),
+            ("gpu", Backend::Wgpu, "wgpu", "webgpu"),
+            ("webgpu", Backend::Wgpu, "wgpu", "webgpu"),
+        ];
+        for (name, backend, native, web) in cases {
+            let b: Backend = name.parse().unwrap();
+            assert_eq!((b, b.to_string().as_str(), b.web_name()), (backend, native, web), "{name}");
+        }
+        let err = "tpu".parse::<Backend>().unwrap_err().to_string();
+        assert!(err.contains("tpu") && err.contains("wgpu"), "{err}");
     }
 }

@@ -147,8 +147,20 @@ impl SentenceT5 {
 
 /// `x / max(‖x‖₂, 1e-12)` per row, as `torch.nn.functional.normalize`. `[n, dim]` → same.
 pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
-    let norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(1e-12);
+    // `square`, not `powi_scalar(2)`: its gradient is exactly `2x` (the trainer's loss
+    // normalises with this function too, and GradCache's equality with the plain step holds to
+    // 1e-5 only with the exact gradient).
+    let norm = x.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
     x / norm
+}
+
+/// [`l2_normalize`] on the host, in place, for row-major `[n, dim]` values already read back
+/// (a model without a Normalize module, searched by cosine).
+pub fn l2_normalize_rows(data: &mut [f32], dim: usize) {
+    for row in data.chunks_mut(dim.max(1)) {
+        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        row.iter_mut().for_each(|x| *x /= norm);
+    }
 }
 
 #[cfg(test)]

@@ -74,18 +74,22 @@ async fn webgpu() -> Result<(Device, Option<u64>), st5_core::Error> {
 
 /// The device named by a `device` option (`"auto"` when absent), its buffer limit and name.
 async fn pick_device(wanted: Option<&str>) -> Result<(Device, Option<u64>, &'static str), JsValue> {
-    match wanted.unwrap_or("auto") {
-        "cpu" => Ok((Device::flex(), None, "cpu")),
-        "webgpu" => {
+    let wanted = match wanted.unwrap_or("auto") {
+        "auto" => None,
+        name => Some(name.parse::<Backend>().map_err(js_error)?),
+    };
+    let (device, limit, backend) = match wanted {
+        Some(Backend::Cpu) => (Device::flex(), None, Backend::Cpu),
+        Some(Backend::Wgpu) => {
             let (d, limit) = webgpu().await.map_err(js_error)?;
-            Ok((d, limit, "webgpu"))
+            (d, limit, Backend::Wgpu)
         }
-        "auto" => Ok(match webgpu().await {
-            Ok((d, limit)) => (d, limit, "webgpu"),
-            Err(_) => (Device::flex(), None, "cpu"),
-        }),
-        other => Err(invalid(&format!("unknown device `{other}` (expected auto, webgpu or cpu)"))),
-    }
+        None => match webgpu().await {
+            Ok((d, limit)) => (d, limit, Backend::Wgpu),
+            Err(_) => (Device::flex(), None, Backend::Cpu),
+        },
+    };
+    Ok((device, limit, backend.web_name()))
 }
 
 /// The lower of two optional limits.
