@@ -1,4 +1,4 @@
-// Side-by-side browser benchmark (issue 13 item 4): st5's CPU path against onnxruntime-web (the
+// Side-by-side browser benchmark: st5's CPU path against onnxruntime-web (the
 // engine under transformers.js), in the same headless Chromium, on the same sentences and the
 // same model, one after the other: both at 1 thread and at all cores. Prints sentences/s, the
 // ratio st5 / onnxruntime-web, and the max abs difference between the two runtimes' embeddings

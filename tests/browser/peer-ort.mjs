@@ -1,4 +1,4 @@
-// The peer side of the browser throughput benchmark (issue 13 item 4): onnxruntime-web, the engine
+// The peer side of the browser throughput benchmark: onnxruntime-web, the engine
 // under transformers.js, embedding pre-tokenised sentences in a Playwright page with the ONNX graph
 // that tests/reference/export_onnx.py writes (input_ids + attention_mask → sentence_embedding, the
 // whole sentence-transformers pipeline after tokenisation). Batches are cut in order and padded to

@@ -117,9 +117,10 @@ pub struct TrainConfig {
     #[serde(default)]
     pub eval_pairs: usize,
     /// The evaluation data (`stsbenchmark/`, `sts12/`, ...): test sentences are dropped from
-    /// training, and STS-B dev is the dev metric.
-    #[serde(default = "data_dir")]
-    pub eval_data: PathBuf,
+    /// training, and STS-B dev is the dev metric. Relative to this file; default: `$ST5_DATA`,
+    /// else `../shared/data` from the working directory (see [`TrainConfig::eval_data`]).
+    #[serde(default)]
+    pub eval_data: Option<PathBuf>,
     /// Markdown put at the top of the model card (`README.md`) the run writes, above the run's
     /// own data, dev-curve and config sections; default: a title and one line.
     #[serde(default)]
@@ -214,9 +215,6 @@ pub struct DatasetConfig {
 fn five() -> usize {
     5
 }
-fn data_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"))
-}
 fn lr() -> f64 {
     1e-3
 }
@@ -243,7 +241,9 @@ impl TrainConfig {
             }
         };
         fix(&mut cfg.output);
-        fix(&mut cfg.eval_data);
+        if let Some(d) = cfg.eval_data.as_mut() {
+            fix(d);
+        }
         fix(&mut cfg.model.init);
         if let Some(c) = cfg.card.as_mut() {
             fix(c);
@@ -314,6 +314,13 @@ impl TrainConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl TrainConfig {
+    /// The evaluation data directory: `eval_data`, else the default of `st5 eval --data`.
+    pub fn eval_data(&self) -> PathBuf {
+        self.eval_data.clone().unwrap_or_else(st5_eval::data::default_data_dir)
     }
 }
 

@@ -279,9 +279,9 @@ impl Run {
             model = model.map(&mut SetIds(Vec::new(), &s.param_ids));
             state = Some((s, read("optimizer.bpk")?));
         }
-        let exclude = data::eval_sentences(&cfg.eval_data)?;
+        let exclude = data::eval_sentences(&cfg.eval_data())?;
         let mut dev =
-            st5_eval::data::sts_benchmark(&cfg.eval_data.join("stsbenchmark/sts-dev.csv"))?;
+            st5_eval::data::sts_benchmark(&cfg.eval_data().join("stsbenchmark/sts-dev.csv"))?;
         if cfg.eval_pairs > 0 {
             dev.truncate(cfg.eval_pairs);
         }

@@ -98,9 +98,10 @@ enum Command {
         /// Task groups (sts, transfer, sentglue, geometry) or single tasks (sts12, stsb, sickr, mr, trec, ...).
         #[arg(long, default_value = "sts,transfer,sentglue,geometry")]
         tasks: String,
-        /// The evaluation data directory (SentEval layout, as in shared/data).
-        #[arg(long, default_value = DEFAULT_DATA)]
-        data: PathBuf,
+        /// The evaluation data directory (SentEval layout, as in shared/data); default:
+        /// `$ST5_DATA`, else `../shared/data` from the working directory.
+        #[arg(long)]
+        data: Option<PathBuf>,
         /// A GLUE directory (TASK/{train,dev}.tsv) for the SentGLUE tasks that shared/data lacks.
         #[arg(long)]
         glue_dir: Option<PathBuf>,
@@ -117,7 +118,6 @@ enum Command {
 }
 
 /// The evaluation data beside the repository (shared/data).
-const DEFAULT_DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data");
 
 #[derive(Args)]
 struct ModelArgs {
@@ -355,7 +355,7 @@ fn main() -> Result<()> {
                 bail!("--outer-folds and --inner-folds must be at least 2");
             }
             let options = st5_eval::EvalOptions {
-                data_dir: data,
+                data_dir: data.unwrap_or_else(st5_eval::data::default_data_dir),
                 glue_dir,
                 tasks: st5_eval::expand_tasks(&tasks)?,
                 protocol: st5_eval::tasks::Protocol {

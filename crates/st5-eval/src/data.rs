@@ -6,6 +6,15 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{EvalError, Result};
 
+/// Where the evaluation sets are when nobody says: `$ST5_DATA`, else `../shared/data` from the
+/// working directory (where it sits beside an st5 checkout). The CLI's `--data` and the
+/// trainer's `eval_data` default to it.
+pub fn default_data_dir() -> PathBuf {
+    std::env::var_os("ST5_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("../shared/data"))
+}
+
 /// A scored sentence pair (STS, SICK-R, STS-B).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoredPair {
