@@ -59,6 +59,8 @@ export interface SentenceEncoder {
   /** Tokens kept per text; longer texts are truncated, as in sentence-transformers. */
   readonly maxSeqLength: number;
   readonly variant: Variant;
+  /** SHA-256 (hex) over the model's files: what a saved index is keyed by. */
+  readonly fingerprint: string;
   /** Threads embedding now: 1 on WebGPU; on the CPU, the workers loaded so far (1 before any). */
   readonly threads: number;
   /** One L2-normalised vector per text, in order. Calls are queued; any number may overlap. */
@@ -70,7 +72,10 @@ export interface SentenceEncoder {
 }
 
 /** A model on this thread (declaration merging gives the class the interface's members). */
-export interface Model extends SentenceEncoder {}
+export interface Model extends SentenceEncoder {
+  /** The batches `embed` would run for `texts` (length-bucketed), as arrays of text indices. */
+  planBatches(texts: string[]): number[][];
+}
 export declare class Model {}
 
 /** Loads a model on this thread. */
@@ -81,3 +86,86 @@ export function loadInWorker(source: ModelSource, options?: LoadOptions): Promis
 
 /** Deletes every cached st5 download. */
 export function clearCache(): Promise<void>;
+
+/**
+ * Errors from the wasm core carry a `code`: `'device'` (a lost GPU device or failed read-back:
+ * `load`'s model re-runs the call on the CPU by itself), `'limit'` (one tensor would exceed the
+ * device's buffer limit), `'model'` (bad files or input). Input of the wrong type is a
+ * `TypeError` without a code.
+ */
+export type ErrorCode = 'device' | 'limit' | 'model';
+export interface St5Error extends Error {
+  code?: ErrorCode;
+}
+
+export interface IndexOptions {
+  /** `'auto'` (default: as for `load`), `'webgpu'` or `'cpu'`: where the vectors live. */
+  device?: Device | 'auto';
+  /** The IndexedDB key `save` and `openIndex` use (default `'default'`). */
+  name?: string;
+  /** Caps one device buffer of vectors below the adapter's limit, in bytes. */
+  maxBufferBytes?: number;
+  /** Rows per device buffer (default: as many as fit). */
+  shardRows?: number;
+}
+
+export interface AddOptions {
+  /** Texts per `embed` call (default 64). */
+  batchSize?: number;
+  onProgress?: (progress: { done: number; total: number; perSecond: number }) => void;
+}
+
+export interface Hit {
+  /** The document's position in `texts`. */
+  id: number;
+  text: string;
+  /** Cosine similarity (dot product of unit vectors). */
+  score: number;
+}
+
+/** A searchable corpus on the device; ids are positions in `texts`. Exact top-k. */
+export declare class SearchIndex {
+  /** The indexed documents, in id order. */
+  readonly texts: string[];
+  /** Texts embedded by this object so far (a restored index embeds none). */
+  embedded: number;
+  /** Documents indexed. */
+  readonly size: number;
+  /** Where the vectors live. */
+  readonly device: Device;
+  /** Device buffers the vectors occupy (more than one past the binding limit). */
+  readonly shards: number;
+  /** Embeds and adds the texts not already indexed. */
+  add(texts: string[], options?: AddOptions): Promise<{ added: number; ms: number }>;
+  /** Adds precomputed row-major vectors for `texts`, without embedding. */
+  addVectors(texts: string[], vectors: Float32Array): void;
+  /** The `k` (default 10) documents closest to `query`, best first, ties to the lower id. */
+  search(query: string, k?: number): Promise<{ hits: Hit[]; embedMs: number; searchMs: number }>;
+  /** Top-k for row-major query vectors: one hit list per query. */
+  searchVectors(queries: Float32Array, k?: number): Promise<Hit[][]>;
+  /** Every vector, row-major in id order. */
+  vectors(): Promise<Float32Array>;
+  /** Saves to IndexedDB under the index's name, replacing what was there. */
+  save(): Promise<void>;
+  /** The index as one file (a header and the raw vectors), for `importIndex`. */
+  export(): Promise<Blob>;
+  /** Frees the device memory. */
+  dispose(): void;
+}
+
+/** An empty index for `model`'s vectors. */
+export function createIndex(model: SentenceEncoder, options?: IndexOptions): Promise<SearchIndex>;
+
+/**
+ * The index of `texts` for `model`: restored from IndexedDB when a saved one matches (no
+ * embedding), extended when the saved corpus is a prefix of `texts`, else built; stale or
+ * corrupt entries are rebuilt. `reason` says why a saved index was not used as it was.
+ */
+export function openIndex(
+  model: SentenceEncoder,
+  texts: string[],
+  options?: IndexOptions & AddOptions,
+): Promise<{ index: SearchIndex; restored: number; reason: string | null }>;
+
+/** Loads a file written by `SearchIndex.export`, checking it against `model`. */
+export function importIndex(model: SentenceEncoder, blob: Blob, options?: IndexOptions): Promise<SearchIndex>;

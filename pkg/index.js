@@ -19,7 +19,7 @@ import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
 import { PoolModel, defaultThreads } from './pool.js';
 
 export { clearCache };
-export { createIndex, importIndex, openIndex } from './vector-index.js';
+export { SearchIndex, createIndex, importIndex, openIndex } from './vector-index.js';
 
 // Once WebGPU has failed on this page, `device: 'auto'` goes straight to the CPU.
 let webgpuFailed = false;

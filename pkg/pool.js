@@ -99,6 +99,11 @@ export class PoolModel {
     return Math.max(1, this.#ready().length);
   }
 
+  /** The batches `embed` would run for `texts`, as arrays of text indices (the page's plan). */
+  planBatches(texts) {
+    return this.#page.planBatches(texts);
+  }
+
   #ready() {
     return this.#workers.filter((m) => m.model);
   }

@@ -7,6 +7,8 @@
 //                                         which writes the int8 models; scripts/test.sh runs all)
 
 import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -374,6 +376,51 @@ const failed = await runCases([
         out.push(`${device}: identical, ${err.toExponential(2)} from the f32 reference`);
       }
       return out.join('; ');
+    },
+  ],
+  [
+    'declarations_match_the_package',
+    async () => {
+      // 1. usage.ts, which touches every public function, member and option, compiles with
+      //    `--strict` against the installed package's index.d.ts.
+      const ts = createRequire(import.meta.url)('typescript');
+      const pkgDir = join(app, 'node_modules/st5');
+      const program = ts.createProgram([join(ROOT, 'tests/browser/usage.ts')], {
+        strict: true,
+        noEmit: true,
+        target: ts.ScriptTarget.ES2022,
+        module: ts.ModuleKind.ESNext,
+        moduleResolution: ts.ModuleResolutionKind.Bundler,
+        lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
+        paths: { st5: [join(pkgDir, 'index.d.ts')] },
+      });
+      const errors = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, ' '));
+      if (errors.length) throw new Error(`usage.ts: ${errors.join(' | ')}`);
+      // 2. The declared exports are the module's exports, and each declared class member exists.
+      const checker = program.getTypeChecker();
+      const dts = checker.getSymbolAtLocation(program.getSourceFile(join(pkgDir, 'index.d.ts')));
+      const declared = checker.getExportsOfModule(dts).filter((x) => x.flags & ts.SymbolFlags.Value);
+      const mod = await import(pathToFileURL(join(pkgDir, 'index.js')).href);
+      const runtime = Object.keys(mod).sort();
+      const names = declared.map((x) => x.name).sort();
+      if (runtime.join() !== names.join()) throw new Error(`exports ${runtime} vs declared ${names}`);
+      const { SearchIndex } = await import(pathToFileURL(join(pkgDir, 'vector-index.js')).href);
+      const classes = { Model: mod.Model, SearchIndex };
+      const missing = [];
+      for (const [name, cls] of Object.entries(classes)) {
+        const type = checker.getDeclaredTypeOfSymbol(declared.find((x) => x.name === name) ?? dts.exports.get(name));
+        const members = checker.getPropertiesOfType(type).map((p) => p.name);
+        const onPrototype = Object.getOwnPropertyNames(cls.prototype).filter((m) => m !== 'constructor');
+        // Every runtime member is declared; every declared method or accessor exists (fields
+        // such as `texts` live on instances).
+        for (const m of onPrototype) if (!members.includes(m)) missing.push(`${name}.${m} undeclared`);
+        for (const p of checker.getPropertiesOfType(type)) {
+          const isMethod = p.flags & ts.SymbolFlags.Method;
+          if (isMethod && !onPrototype.includes(p.name)) missing.push(`${name}.${p.name} declared, missing`);
+        }
+      }
+      if (missing.length) throw new Error(missing.join(', '));
+      return `usage.ts compiles (strict); ${names.length} exports (${names.join(', ')}) and the members of Model and SearchIndex match`;
     },
   ],
   [
