@@ -250,7 +250,7 @@ fn finish(child: std::process::Child) -> (bool, String) {
 fn weights(dir: &Path) -> Vec<(String, Vec<f32>)> {
     let mut out = Vec::new();
     for rel in ["model.safetensors", "2_Dense/model.safetensors"] {
-        let ckpt = st5_core::weights::Checkpoint::from_buffers(vec![(
+        let ckpt = st5_core::checkpoint::Checkpoint::from_buffers(vec![(
             dir.join(rel),
             std::fs::read(dir.join(rel)).unwrap(),
         )])

@@ -5,17 +5,19 @@
 //! - [`config`]: `T5Config` from `config.json`, validated;
 //! - [`t5`]: the T5 encoder/decoder stacks, named like Hugging Face's modules;
 //! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
-//! - [`weights`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from a
-//!   directory or from files held in memory;
+//! - [`checkpoint`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from
+//!   a directory or from files held in memory; [`weights`]: modules built from them;
 //! - [`names`]: the one table between module paths and checkpoint tensor names;
 //! - [`save`]: writing a model as a sentence-transformers directory, in f32, f16 or int8
 //!   ([`quant`]);
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
+//! - [`loader`]: files to a model and tokenizer on a device, every tensor checked by name;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
 //! - [`index`]: [`VectorIndex`], exact top-k search over vectors kept on the device.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod config;
 pub mod device;
 pub mod embedder;
@@ -23,6 +25,7 @@ pub mod error;
 pub mod files;
 pub mod index;
 pub mod layout;
+pub mod loader;
 pub mod model;
 pub mod names;
 pub mod npy;

@@ -8,10 +8,10 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use crate::checkpoint::Checkpoint;
 use crate::error::Result;
 use crate::files::ModelFiles;
 use crate::layout::ModelLayout;
-use crate::weights::Checkpoint;
 
 /// What is known so far about a remote model's files.
 #[derive(Default)]

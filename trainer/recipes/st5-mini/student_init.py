@@ -43,6 +43,22 @@ def piece_texts(vocab_size):
     return texts
 
 
+def identity_blocks(blocks):
+    """Zeroes each block's attention output `o` and FFN output `wo`: the blocks add nothing to
+    the residual stream, so they start as the identity."""
+    with torch.no_grad():
+        for block in blocks:
+            block.layer[0].SelfAttention.o.weight.zero_()
+            block.layer[1].DenseReluDense.wo.weight.zero_()
+
+
+def save_fresh(model, out):
+    """Writes `model` (safetensors) into `out`, replacing whatever was there."""
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out, safe_serialization=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "target" / "st5-mini-init"))
@@ -66,14 +82,10 @@ def main():
     with torch.no_grad():
         # Teacher vectors are unit length; T5 embeddings have RMS ~1 per component.
         model.shared.weight.copy_(torch.from_numpy(vecs * np.sqrt(d)))
-        for block in model.encoder.block:
-            block.layer[0].SelfAttention.o.weight.zero_()
-            block.layer[1].DenseReluDense.wo.weight.zero_()
+    identity_blocks(model.encoder.block)
 
     out = Path(args.out)
-    if out.exists():
-        shutil.rmtree(out)
-    model.save_pretrained(out, safe_serialization=True)
+    save_fresh(model, out)
     for f in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "spiece.model"]:
         if (TOKENIZER / f).exists():
             shutil.copy(TOKENIZER / f, out / f)

@@ -14,12 +14,16 @@ Writes a sentence-transformers directory that the trainer's `model.init` loads u
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[3]
 MINI = ROOT / "models" / "st5-mini"
+# st5-mini's recipe: the identity blocks and the directory writing are the same.
+sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-mini"))
+from student_init import identity_blocks, save_fresh  # noqa: E402
 
 
 def main():
@@ -41,19 +45,12 @@ def main():
     state = model.state_dict()
     with torch.no_grad():
         for name, value in mini.items():
-            target = "encoder.embed_tokens.weight" if name == "shared.weight" else name
-            assert state[name if name in state else target].shape == value.shape, name
-            state[name if name in state else target].copy_(value)
-        if "shared.weight" in mini:
-            model.encoder.embed_tokens.weight.copy_(mini["shared.weight"])
-        for block in model.encoder.block[grown_from:]:
-            block.layer[0].SelfAttention.o.weight.zero_()
-            block.layer[1].DenseReluDense.wo.weight.zero_()
+            # `shared.weight` is tied to the encoder's `embed_tokens`: copying it sets both.
+            state[name].copy_(value)
+    identity_blocks(model.encoder.block[grown_from:])
 
     out = Path(args.out)
-    if out.exists():
-        shutil.rmtree(out)
-    model.save_pretrained(out, safe_serialization=True)
+    save_fresh(model, out)
     for f in ["tokenizer.json", "tokenizer_config.json", "modules.json", "sentence_bert_config.json"]:
         shutil.copy(MINI / f, out / f)
     for sub in ["1_Pooling", "2_Dense", "3_Normalize"]:

@@ -1,0 +1,139 @@
+//! Loading: a model's files (a directory or files in memory, any layout st5 reads) to a
+//! [`SentenceT5`] on a device with its tokenizer, checking every tensor by name on the way
+//! (missing, mis-shaped, unused), the Dense chain's widths and the device's buffer limit.
+//! [`crate::Embedder`] wraps the result for embedding.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use burn::tensor::Device;
+
+use crate::checkpoint::Checkpoint;
+use crate::error::{Error, Result};
+use crate::files::{ModelFiles, join};
+use crate::layout::ModelLayout;
+use crate::model::{HeadConfig, SentenceT5, Variant};
+use crate::tokenizer::T5Tokenizer;
+use crate::weights::{LoadReport, VarBuilder};
+
+/// Options for [`Embedder::load`]; `Default` follows the model directory.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Overrides the variant given by the Pooling module (enc-mean for a plain T5 directory).
+    pub variant: Option<Variant>,
+    /// A `tokenizer.json` to use when the directory has none (or to override it).
+    pub tokenizer: Option<PathBuf>,
+    /// Overrides `max_seq_length`.
+    pub max_seq_length: Option<usize>,
+    /// Texts per forward pass.
+    pub batch_size: usize,
+    /// The largest device buffer allowed, in bytes (WebGPU's `maxStorageBufferBindingSize` /
+    /// `maxBufferSize`). Batches are split so that no activation outgrows it; `None`: no limit.
+    pub max_buffer_bytes: Option<u64>,
+}
+
+/// Texts per forward pass unless a caller says otherwise: the CLI, the library and the browser
+/// package all default to it.
+pub const DEFAULT_BATCH_SIZE: usize = 32;
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            variant: None,
+            tokenizer: None,
+            max_seq_length: None,
+            batch_size: DEFAULT_BATCH_SIZE,
+            max_buffer_bytes: None,
+        }
+    }
+}
+
+/// What [`load`] builds.
+pub struct Loaded {
+    pub model: SentenceT5,
+    pub tokenizer: T5Tokenizer,
+    /// Unused tensors (a decoder or LM head an `enc-*` variant leaves) and nothing else: a load
+    /// with missing or mis-shaped tensors is an error.
+    pub report: LoadReport,
+    pub layout: ModelLayout,
+}
+
+/// Loads the model in `files` onto `device`.
+pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> Result<Loaded> {
+    if options.batch_size == 0 {
+        return Err(Error::Invalid("batch size must be at least 1".into()));
+    }
+    let layout = ModelLayout::read(files)?;
+    let variant = options.variant.or(layout.pooling).unwrap_or(Variant::EncMean);
+    let cfg = &layout.config;
+    if let (Some(limit), (name, bytes)) = (options.max_buffer_bytes, cfg.largest_weight())
+        && bytes > limit
+    {
+        let hint = "; use the CPU device or a device with larger buffers";
+        return Err(Error::Limit { what: format!("weight `{name}`"), bytes, limit, hint });
+    }
+    let mut width = cfg.d_model;
+    for (dir, (d_in, d_out, _)) in &layout.dense {
+        if *d_in != width {
+            return Err(Error::config(
+                files.path(&join(dir, "config.json")),
+                format!("Dense in_features is {d_in}, but its input has width {width}"),
+            ));
+        }
+        width = *d_out;
+    }
+    let ckpt = Rc::new(Checkpoint::open(files, &layout.transformer)?);
+    if variant.needs_decoder() && !ckpt.names().any(|n| n.contains("decoder.block.0.")) {
+        return Err(Error::layout(
+            &layout.transformer_dir,
+            "variant encdec-first needs the T5 decoder weights (decoder.block.*), but this checkpoint holds an \
+                 encoder only; use enc-mean or enc-first, or a full T5 checkpoint",
+        ));
+    }
+    let t5_vb = VarBuilder::from_checkpoint(ckpt, device);
+    let mut dense_vbs = Vec::new();
+    for (dir, _) in &layout.dense {
+        dense_vbs.push((
+            files.path(dir),
+            VarBuilder::from_checkpoint(Rc::new(Checkpoint::open(files, dir)?), device),
+        ));
+    }
+    let head = HeadConfig {
+        variant,
+        dense: layout.dense.iter().map(|(_, d)| *d).collect(),
+        normalize: layout.normalize,
+    };
+    let vbs: Vec<VarBuilder> = dense_vbs.iter().map(|(_, vb)| vb.clone()).collect();
+    let model = SentenceT5::new(&t5_vb, &vbs, cfg, &head);
+    let mut report = t5_vb.report();
+    if !report.is_ok() {
+        return Err(Error::Weights {
+            path: layout.transformer_dir.clone(),
+            report: report.problems(),
+        });
+    }
+    for (path, vb) in &dense_vbs {
+        let r = vb.report();
+        if !r.is_ok() {
+            return Err(Error::Weights { path: path.clone(), report: r.problems() });
+        }
+        report.unused.extend(r.unused.into_iter().map(|n| format!("{}/{n}", path.display())));
+    }
+    let max_len = options.max_seq_length.unwrap_or(layout.max_seq_length);
+    let tokenizer = match (&options.tokenizer, &layout.tokenizer) {
+        (Some(path), _) => T5Tokenizer::from_file(path, max_len)?,
+        (None, Some(rel)) => {
+            let bytes = files.read(rel)?.ok_or_else(|| {
+                Error::layout(files.path(rel), "tokenizer.json vanished while loading")
+            })?;
+            T5Tokenizer::from_bytes(&bytes, max_len, files.path(rel))?
+        }
+        (None, None) => {
+            return Err(Error::layout(
+                files.path(""),
+                "no tokenizer.json in the model directory; pass one explicitly (--tokenizer)",
+            ));
+        }
+    };
+    Ok(Loaded { model, tokenizer, report, layout })
+}
