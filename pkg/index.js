@@ -10,8 +10,8 @@ import {
   autoDevice,
   defineFacts,
   fingerprint,
-  isTexts,
   planFiles,
+  rejectUnlessTexts,
   rows,
   wasm,
 } from './runtime.js';
@@ -232,8 +232,7 @@ class WorkerModel {
 
   /** @returns {Promise<Float32Array>} */
   embedFlat(texts) {
-    if (!isTexts(texts)) return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
-    return this.call('embed', { texts });
+    return rejectUnlessTexts(texts) ?? this.call('embed', { texts });
   }
 
   async dispose() {

@@ -7,9 +7,10 @@
 //
 // Workers start on the first call that has more than one batch: a page that embeds one query at
 // a time never pays for them, and loading them does not compete with the page's start-up. The
-// page computes only while no worker has loaded yet, so no call waits for the workers. It does not compute beside them: wasm on the page blocks its event loop, so
-// workers' results (and their next batches) would wait for the page's batch to finish. Measured
-// on 2 cores with st5-mini: page + worker took no more sentences/s than the page alone.
+// page computes only while no worker has loaded yet, so no call waits for the workers. It does
+// not compute beside them: wasm on the page blocks its event loop, so workers' results (and their
+// next batches) would wait for the page's batch to finish. Measured on 2 cores with st5-mini:
+// page + worker took no more sentences/s than the page alone.
 //
 // Why Workers and not a threaded (SharedArrayBuffer) module: a pool needs no COOP/COEP headers,
 // runs in every browser with Workers, shares the one SIMD module with the WebGPU path (a threaded
@@ -49,6 +50,8 @@ const workerBroke = (err) => err?.code === undefined && !(err instanceof TypeErr
 /** The page's CPU model and its workers behind the interface of one model. */
 export class PoolModel {
   #page;
+  // Not yet started: emptied by the first call with more than one batch.
+  #spawners;
   #workers = [];
   #calls = new CallQueue();
   #disposed = false;
@@ -64,8 +67,6 @@ export class PoolModel {
     this.#page = page;
     this.#spawners = spawners;
   }
-
-  #spawners;
 
   /** Starts the workers (once). */
   #start() {

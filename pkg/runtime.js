@@ -30,8 +30,11 @@ export function defineFacts(cls, source, names = MODEL_FACTS) {
   }
 }
 
-/** True for an array of strings: what `embed` takes. */
-export const isTexts = (texts) => Array.isArray(texts) && texts.every((t) => typeof t === 'string');
+/** `embed`'s argument check: a rejected promise unless `texts` is an array of strings. */
+export function rejectUnlessTexts(texts) {
+  const ok = Array.isArray(texts) && texts.every((t) => typeof t === 'string');
+  return ok ? null : Promise.reject(new TypeError('st5: embed() takes an array of strings'));
+}
 
 /** One model's `embed` calls, run one after another; each gets its own result or error. */
 export class CallQueue {
@@ -39,7 +42,8 @@ export class CallQueue {
 
   /** Queues `run(texts)` after every call so far; rejects a non-array-of-strings at once. */
   embed(texts, run) {
-    if (!isTexts(texts)) return Promise.reject(new TypeError('st5: embed() takes an array of strings'));
+    const rejected = rejectUnlessTexts(texts);
+    if (rejected) return rejected;
     const call = this.#tail.then(() => run(texts));
     this.#tail = call.catch(() => {});
     return call;

@@ -117,8 +117,6 @@ enum Command {
     },
 }
 
-/// The evaluation data beside the repository (shared/data).
-
 #[derive(Args)]
 struct ModelArgs {
     /// Model directory (sentence-transformers or Hugging Face T5 layout); the built-in default when absent.

@@ -131,11 +131,9 @@ impl Checkpoint {
             self.entries.get(name).ok_or_else(|| Error::Invalid(format!("no tensor `{name}`")))?;
         let (path, bytes) = &self.files[e.file];
         let raw = &bytes[e.range.clone()];
-        if e.dtype == Dtype::I8 {
-            return self.dequantize(name, e, raw);
-        }
         // Safetensors data is little-endian and unaligned in the file: decode by chunks.
         Ok(match e.dtype {
+            Dtype::I8 => self.dequantize(name, e, raw)?,
             Dtype::F32 => {
                 raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
             }

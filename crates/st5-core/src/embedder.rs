@@ -71,7 +71,7 @@ impl Embedder {
         options: &LoadOptions,
         device: &Device,
     ) -> Result<Self> {
-        let Loaded { model, tokenizer, report, layout } = load(files, options, device)?;
+        let Loaded { model, tokenizer, report, layout, .. } = load(files, options, device)?;
         Ok(Self {
             model,
             tokenizer,

@@ -52,6 +52,8 @@ impl Default for LoadOptions {
 pub struct Loaded {
     pub model: SentenceT5,
     pub tokenizer: T5Tokenizer,
+    /// The `tokenizer.json` the tokenizer was built from (what a saved copy of the model ships).
+    pub tokenizer_json: Vec<u8>,
     /// Unused tensors (a decoder or LM head an `enc-*` variant leaves) and nothing else: a load
     /// with missing or mis-shaped tensors is an error.
     pub report: LoadReport,
@@ -120,13 +122,13 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
         report.unused.extend(r.unused.into_iter().map(|n| format!("{}/{n}", path.display())));
     }
     let max_len = options.max_seq_length.unwrap_or(layout.max_seq_length);
-    let tokenizer = match (&options.tokenizer, &layout.tokenizer) {
-        (Some(path), _) => T5Tokenizer::from_file(path, max_len)?,
+    let (tokenizer_json, tokenizer_path) = match (&options.tokenizer, &layout.tokenizer) {
+        (Some(path), _) => (std::fs::read(path).map_err(|e| Error::io(path, e))?, path.clone()),
         (None, Some(rel)) => {
             let bytes = files.read(rel)?.ok_or_else(|| {
                 Error::layout(files.path(rel), "tokenizer.json vanished while loading")
             })?;
-            T5Tokenizer::from_bytes(&bytes, max_len, files.path(rel))?
+            (bytes, files.path(rel))
         }
         (None, None) => {
             return Err(Error::layout(
@@ -135,5 +137,6 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
             ));
         }
     };
-    Ok(Loaded { model, tokenizer, report, layout })
+    let tokenizer = T5Tokenizer::from_bytes(&tokenizer_json, max_len, tokenizer_path)?;
+    Ok(Loaded { model, tokenizer, tokenizer_json, report, layout })
 }

@@ -12,9 +12,9 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
 use serde_json::json;
 
-use crate::embedder::{Embedder, LoadOptions};
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
+use crate::loader::{LoadOptions, load};
 use crate::model::{SentenceT5, Variant};
 use crate::names::checkpoint_name;
 use crate::quant::{WeightDtype, is_quantized, quantization_config, quantize_rows, scale_name};
@@ -69,28 +69,21 @@ fn safetensors_bytes(
     // Each stored tensor's bytes, owned here so that the views below can borrow them.
     let mut stored: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
     for (name, (shape, values)) in tensors {
-        let half = || values.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect();
-        match dtype {
-            WeightDtype::F32 => stored.push((
-                name.clone(),
-                Dtype::F32,
-                shape.clone(),
-                bytemuck::cast_slice(values).to_vec(),
-            )),
-            WeightDtype::F16 => stored.push((name.clone(), Dtype::F16, shape.clone(), half())),
+        let (kind, bytes) = match dtype {
+            WeightDtype::F32 => (Dtype::F32, bytemuck::cast_slice(values).to_vec()),
             WeightDtype::Int8 if is_quantized(name, shape.len()) => {
                 let (q, scales) = quantize_rows(values, shape[1]);
-                stored.push((
-                    name.clone(),
-                    Dtype::I8,
-                    shape.clone(),
-                    bytemuck::cast_slice(&q).to_vec(),
-                ));
                 let scale_bytes = bytemuck::cast_slice(&scales).to_vec();
                 stored.push((scale_name(name), Dtype::F32, vec![shape[0], 1], scale_bytes));
+                (Dtype::I8, bytemuck::cast_slice(&q).to_vec())
             }
-            WeightDtype::Int8 => stored.push((name.clone(), Dtype::F16, shape.clone(), half())),
-        }
+            // f16, and in int8 the tensors that stay floating point.
+            WeightDtype::F16 | WeightDtype::Int8 => (
+                Dtype::F16,
+                values.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect(),
+            ),
+        };
+        stored.push((name.clone(), kind, shape.clone(), bytes));
     }
     let views = stored.iter().map(|(name, dtype, shape, bytes)| {
         let view = safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes)
@@ -277,31 +270,21 @@ pub fn convert(
     output: &Path,
 ) -> Result<()> {
     let options = LoadOptions { tokenizer: tokenizer.map(Path::to_path_buf), ..Default::default() };
-    let embedder = Embedder::load_from(files, &options, &Device::flex())?;
-    let layout = embedder.layout();
-    let config_rel = join(&layout.transformer, "config.json");
+    let loaded = load(files, &options, &Device::flex())?;
+    let config_rel = join(&loaded.layout.transformer, "config.json");
     let config = files
         .json::<serde_json::Value>(&config_rel)?
         .ok_or_else(|| Error::layout(files.path(&config_rel), "missing"))?;
-    let tokenizer_json = match (tokenizer, &layout.tokenizer) {
-        (Some(path), _) => std::fs::read(path).map_err(|e| Error::io(path, e))?,
-        (None, Some(rel)) => {
-            files.read(rel)?.ok_or_else(|| Error::layout(files.path(rel), "missing"))?
-        }
-        (None, None) => {
-            return Err(Error::layout(files.path(""), "no tokenizer.json: pass one"));
-        }
-    };
     let readme = files.read("README.md")?.map(|b| String::from_utf8_lossy(&b).into_owned());
     let save = SaveOptions {
         config,
-        tokenizer_json: &tokenizer_json,
-        max_seq_length: layout.max_seq_length,
+        tokenizer_json: &loaded.tokenizer_json,
+        max_seq_length: loaded.layout.max_seq_length,
         readme,
         extra: Vec::new(),
         dtype,
     };
-    save_sentence_transformers(embedder.model(), output, &save)
+    save_sentence_transformers(&loaded.model, output, &save)
 }
 
 fn staging_dir(dir: &Path) -> PathBuf {

@@ -25,23 +25,13 @@ unsafe extern "C" {
     fn __wasm_call_ctors();
 }
 
-/// Runs the static constructors, once per instance. wasm-bindgen's start hook calls it right
-/// after instantiation; the entry points that create tensors (`Model::load`, `Index::create`)
-/// call it too, because a test harness (wasm-bindgen-test) does not run a dependency's start hook.
-fn run_constructors() {
-    #[cfg(target_arch = "wasm32")]
-    {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        // SAFETY: the linker-made constructor list, run once (the `Once`) per instance; with this
-        // explicit call wasm-ld no longer calls it from every export.
-        ONCE.call_once(|| unsafe { __wasm_call_ctors() });
-    }
-}
-
+/// Runs the static constructors; wasm-bindgen calls this right after instantiation.
 #[cfg(target_arch = "wasm32")]
 #[wasm_bindgen(start)]
 fn start() {
-    run_constructors();
+    // SAFETY: called once per instance, before any other export (wasm-bindgen's start hook);
+    // wasm-ld then no longer calls the constructors from every export.
+    unsafe { __wasm_call_ctors() }
 }
 
 /// Options accepted by [`Model::load`], as a plain JS object.
@@ -198,7 +188,6 @@ impl Model {
         options: JsValue,
         label: Option<String>,
     ) -> Result<Model, JsValue> {
-        run_constructors();
         let files = files_from_js(&files, label.as_deref().unwrap_or("files:"))?;
         let options: Options = if options.is_undefined() || options.is_null() {
             Options::default()
@@ -287,7 +276,6 @@ pub struct Index {
 impl Index {
     /// An empty index of `dim`-wide vectors on `options.device` (`auto`, `webgpu` or `cpu`).
     pub async fn create(dim: usize, options: JsValue) -> Result<Index, JsValue> {
-        run_constructors();
         let options: IndexOptions = if options.is_undefined() || options.is_null() {
             IndexOptions::default()
         } else {
