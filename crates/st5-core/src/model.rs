@@ -147,9 +147,8 @@ impl SentenceT5 {
 
 /// `x / max(‖x‖₂, 1e-12)` per row, as `torch.nn.functional.normalize`. `[n, dim]` → same.
 pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
-    // `square`, not `powi_scalar(2)`: its gradient is exactly `2x` (the trainer's loss
-    // normalises with this function too, and GradCache's equality with the plain step holds to
-    // 1e-5 only with the exact gradient).
+    // `square`: the value of `powi_scalar(2)`, with the plain `2x` gradient (the trainer's loss
+    // normalises with this function too).
     let norm = x.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
     x / norm
 }
