@@ -1,4 +1,4 @@
-// Model files for st5: fetched from a base URL (discovered by the wasm core's `planFiles`, cached
+// Model files for st5: fetched from a base URL (discovered by the wasm core's `FilePlanner`, cached
 // with the Cache API, with byte progress) or taken from memory (a file picker, a drop, a Map).
 
 const CACHE = 'st5-v1';
@@ -30,15 +30,14 @@ export async function clearCache() {
 
 /**
  * Fetches the files a model needs from `baseUrl` (a sentence-transformers or Hugging Face T5
- * directory), asking `planFiles` (the wasm core) which ones, round by round.
+ * directory), asking a `FilePlanner` (the wasm core) which ones, round by round.
  * @returns {Promise<{ files: Map<string, Uint8Array>, label: string }>}
  */
-export async function fetchModelFiles(baseUrl, { cache = true, onProgress, planFiles }) {
+export async function fetchModelFiles(baseUrl, { cache = true, onProgress, FilePlanner }) {
   const base = directory(baseUrl);
   const store = await openCache(cache);
   const fetched = new Map();
-  const present = new Set();
-  const absent = new Set();
+  const planner = new FilePlanner(base.href);
   const progress = (e) => onProgress?.({ stage: 'download', ...e });
 
   const cached = async (url) => {
@@ -65,30 +64,23 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, planF
       return null;
     }
     if (!res.ok) throw new Error(`st5: ${url}: HTTP ${res.status} ${res.statusText}`);
+    // The cache gets its own stream of the response, so the page never holds a second copy for
+    // it. Caching is best effort: a full quota must not fail the load.
+    const caching = store?.put(url, res.clone()).catch(() => {});
     const total = Number(res.headers.get('content-length')) || 0;
     overall?.add(0, total);
-    const chunks = [];
-    let loaded = 0;
-    const reader = res.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      loaded += value.byteLength;
-      overall?.add(value.byteLength, 0);
-      progress({ file: name, loaded, total: Math.max(total, loaded), cached: false, ...overall?.state() });
-    }
-    const bytes = new Uint8Array(loaded);
-    let at = 0;
-    for (const c of chunks) {
-      bytes.set(c, at);
-      at += c.byteLength;
-    }
-    progress({ file: name, loaded, total: loaded, cached: false, ...overall?.state() });
-    // Caching is best effort: a full quota must not fail the load.
-    await store
-      ?.put(url, new Response(bytes, { headers: { 'content-type': 'application/octet-stream' } }))
-      .catch(() => {});
+    const bytes = await readBody(res.body, total, (loaded) => {
+      overall?.add(loaded.delta, 0);
+      progress({
+        file: name,
+        loaded: loaded.bytes,
+        total: Math.max(total, loaded.bytes),
+        cached: false,
+        ...overall?.state(),
+      });
+    });
+    progress({ file: name, loaded: bytes.byteLength, total: bytes.byteLength, cached: false, ...overall?.state() });
+    await caching;
     return bytes;
   };
 
@@ -105,34 +97,103 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, planF
     return true; // a server refusing HEAD is settled by the GET that follows
   };
 
-  for (;;) {
-    const plan = planFiles(fetched, [...present], [...absent], base.href);
-    if (plan.ready) {
-      let loaded = 0;
-      let total = 0;
-      const overall = {
-        add: (l, t) => ((loaded += l), (total += t)),
-        state: () => ({ overallLoaded: loaded, overallTotal: total }),
-      };
-      const weights = await Promise.all(plan.ready.map((name) => get(name, overall)));
-      plan.ready.forEach((name, i) => {
-        if (!weights[i]) throw new Error(`st5: ${new URL(name, base).href}: not found (it existed a moment ago)`);
-        fetched.set(name, weights[i]);
-      });
-      return { files: fetched, label: base.href };
+  try {
+    for (;;) {
+      const plan = planner.next();
+      if (plan.ready) {
+        let loaded = 0;
+        let total = 0;
+        const overall = {
+          add: (l, t) => ((loaded += l), (total += t)),
+          state: () => ({ overallLoaded: loaded, overallTotal: total }),
+        };
+        const weights = await Promise.all(plan.ready.map((name) => get(name, overall)));
+        plan.ready.forEach((name, i) => {
+          if (!weights[i]) throw new Error(`st5: ${new URL(name, base).href}: not found (it existed a moment ago)`);
+          fetched.set(name, weights[i]);
+        });
+        return { files: fetched, label: base.href };
+      }
+      await Promise.all(
+        plan.need.map(async (name) => {
+          if (WEIGHTS.test(name)) {
+            if (await exists(name)) planner.present(name);
+            else planner.absent(name);
+          } else {
+            const bytes = await get(name);
+            if (bytes) {
+              fetched.set(name, bytes);
+              planner.add(name, bytes);
+            } else planner.absent(name);
+          }
+        }),
+      );
     }
-    await Promise.all(
-      plan.need.map(async (name) => {
-        if (WEIGHTS.test(name)) {
-          ((await exists(name)) ? present : absent).add(name);
-        } else {
-          const bytes = await get(name);
-          if (bytes) fetched.set(name, bytes);
-          else absent.add(name);
-        }
-      }),
-    );
+  } finally {
+    planner.free();
   }
+}
+
+/**
+ * Reads a response body into one buffer. With a Content-Length (the uncompressed size, when the
+ * server sends no Content-Encoding), a BYOB reader writes the bytes straight into a buffer of
+ * that size: the file is held once, with no chunks left for the garbage collector. Otherwise,
+ * or when the body turns out longer, chunks are gathered and joined at the end.
+ */
+async function readBody(body, expected, onChunk) {
+  let buffer = null;
+  let loaded = 0;
+  let byob = null;
+  if (expected > 0) {
+    try {
+      byob = body.getReader({ mode: 'byob' });
+    } catch {
+      byob = null; // not a byte stream in this browser: the default reader below
+    }
+  }
+  if (byob) {
+    buffer = new ArrayBuffer(expected);
+    for (;;) {
+      // Each read transfers the buffer it fills and hands back a view of it.
+      const room = loaded < expected ? expected - loaded : 0;
+      if (room === 0) break;
+      const { done, value } = await byob.read(new Uint8Array(buffer, loaded, room));
+      if (value) buffer = value.buffer;
+      if (done) break;
+      loaded += value.byteLength;
+      onChunk({ bytes: loaded, delta: value.byteLength });
+    }
+    const { done, value } = loaded === expected ? await byob.read(new Uint8Array(1)) : { done: true };
+    if (done) {
+      byob.releaseLock();
+      return new Uint8Array(buffer, 0, loaded);
+    }
+    // Longer than announced: keep what came, then gather the rest.
+    byob.releaseLock();
+    const head = [new Uint8Array(buffer, 0, loaded), value];
+    loaded += value.byteLength;
+    onChunk({ bytes: loaded, delta: value.byteLength });
+    return gather(body.getReader(), head, loaded, onChunk);
+  }
+  return gather(body.getReader(), [], 0, onChunk);
+}
+
+/** Reads the rest of a stream as chunks after `chunks` (`loaded` bytes) and joins them. */
+async function gather(reader, chunks, loaded, onChunk) {
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    loaded += value.byteLength;
+    onChunk({ bytes: loaded, delta: value.byteLength });
+  }
+  const joined = new Uint8Array(loaded);
+  let at = 0;
+  for (const c of chunks) {
+    joined.set(c, at);
+    at += c.byteLength;
+  }
+  return joined;
 }
 
 /**

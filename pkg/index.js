@@ -9,8 +9,8 @@ import {
   Model as WasmModel,
   autoDevice,
   defineFacts,
+  FilePlanner,
   fingerprint,
-  planFiles,
   rejectUnlessTexts,
   rows,
   wasm,
@@ -38,18 +38,21 @@ export async function load(source, options = {}) {
   const started = performance.now();
   await wasm();
   const getFiles = isUrl(source)
-    ? () => fetchModelFiles(source, { cache, onProgress, planFiles })
+    ? () => fetchModelFiles(source, { cache, onProgress, FilePlanner })
     : () => memoryFiles(source);
   const { files, label } = await getFiles();
-  // Web Crypto hashes off the main thread, beside the model's construction.
+  // Web Crypto hashes a copy of each file off the main thread: beside the model's construction
+  // for small models, where the time matters; before it for large ones, where the memory does
+  // (the copy is gone before wasm takes its own).
   const id = fingerprint(files);
+  if (weightBytes(files) > HASH_BEFORE_LOAD_BYTES) await id;
   const wanted = device !== 'auto' ? device : webgpuFailed ? 'cpu' : await autoDevice();
   onProgress?.({ stage: 'init', device: wanted });
   const inner = await WasmModel.load(files, { ...modelOptions, device: wanted }, label);
   onProgress?.({ stage: 'ready', device: inner.device, ms: performance.now() - started });
   // For a URL the files are read again (from the cache) only if WebGPU fails; in-memory
   // sources are the caller's own objects, so holding them costs nothing extra.
-  const reload = isUrl(source) ? () => fetchModelFiles(source, { cache, planFiles }) : () => memoryFiles(source);
+  const reload = isUrl(source) ? () => fetchModelFiles(source, { cache, FilePlanner }) : () => memoryFiles(source);
   const model = new Model(inner, reload, modelOptions, await id);
   const workers = threads ?? defaultThreads(weightBytes(files));
   if (inner.device !== 'cpu' || !(workers > 1) || typeof Worker === 'undefined') return model;
@@ -58,6 +61,9 @@ export async function load(source, options = {}) {
   const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions));
   return new PoolModel(model, spawners);
 }
+
+/** Weights above this are hashed before the model is built, not beside it. */
+const HASH_BEFORE_LOAD_BYTES = 64 * 2 ** 20;
 
 /** Bytes of the weight files: what each extra copy of the model costs, roughly. */
 const weightBytes = (files) =>

@@ -221,3 +221,32 @@ fn bad_input_exits_non_zero_naming_the_culprit() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("enc-max"));
 }
+
+/// The README's library example is `crates/st5-core/examples/embed.rs` (each of its code lines
+/// is there, so the README cannot drift from what compiles), and that example runs on the
+/// built-in model's directory.
+#[test]
+fn the_readme_library_example_compiles_and_runs() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let block = readme
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("README has a ```rust block");
+    let example_path = root().join("crates/st5-core/examples/embed.rs");
+    let example = std::fs::read_to_string(&example_path).unwrap();
+    let lines: Vec<&str> = example.lines().map(str::trim).collect();
+    let code = block.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("//"));
+    for line in code {
+        assert!(lines.contains(&line), "README line not in {}: {line}", example_path.display());
+    }
+    // cargo test builds examples beside the test binaries: target/<profile>/examples/.
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("examples/embed");
+    let out = Command::new(&bin).arg(root().join("models/st5-mini")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("2 x 384, cosine "), "{stdout}");
+    let missing = Command::new(&bin).arg(scratch("no-such-model")).output().unwrap();
+    assert!(!missing.status.success(), "a missing directory is an error");
+}

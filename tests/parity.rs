@@ -375,7 +375,7 @@ fn in_memory_files_load_like_the_directory() {
     for model in ["st-enc-mean-relu", "hf-t5-gated-bf16-sharded"] {
         let mut files = st5_core::MemoryFiles::from_dir(&fixture(model)).unwrap();
         if !files.files.contains_key("tokenizer.json") {
-            files.files.insert("tokenizer.json".into(), std::fs::read(tokenizer_json()).unwrap());
+            files.insert("tokenizer.json", std::fs::read(tokenizer_json()).unwrap());
         }
         let opts = LoadOptions { batch_size: 4, ..LoadOptions::default() };
         let from_memory = Embedder::load_from(&files, &opts, &device).unwrap();
@@ -387,7 +387,7 @@ fn in_memory_files_load_like_the_directory() {
         assert!(err <= TOL, "{model} from memory: max abs error {err:e}");
     }
     let mut files = st5_core::MemoryFiles::from_dir(&fixture("hf-t5-gated-bf16-sharded")).unwrap();
-    files.files.insert("tokenizer.json".into(), std::fs::read(tokenizer_json()).unwrap());
+    files.insert("tokenizer.json", std::fs::read(tokenizer_json()).unwrap());
     files.files.remove("model-00002-of-00005.safetensors");
     let msg = match Embedder::load_from(&files, &LoadOptions::default(), &device) {
         Ok(_) => panic!("loaded without a shard"),

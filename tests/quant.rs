@@ -146,7 +146,8 @@ fn malformed_int8_names_the_tensor() {
         });
         let file = safetensors::serialize(views, None).unwrap();
         let path = PathBuf::from("bad/model.safetensors");
-        let ckpt = st5_core::checkpoint::Checkpoint::from_buffers(vec![(path, file)]).unwrap();
+        let ckpt =
+            st5_core::checkpoint::Checkpoint::from_buffers(vec![(path, file.into())]).unwrap();
         let msg = ckpt.to_f32(w).unwrap_err().to_string();
         assert!(msg.contains("bad/model.safetensors"), "{case}: {msg}");
         for word in &words {

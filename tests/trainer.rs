@@ -255,7 +255,7 @@ fn weights(dir: &Path) -> Vec<(String, Vec<f32>)> {
     for rel in ["model.safetensors", "2_Dense/model.safetensors"] {
         let ckpt = st5_core::checkpoint::Checkpoint::from_buffers(vec![(
             dir.join(rel),
-            std::fs::read(dir.join(rel)).unwrap(),
+            std::fs::read(dir.join(rel)).unwrap().into(),
         )])
         .unwrap();
         for name in ckpt.names() {

@@ -6,6 +6,7 @@
 //! - [`loss`]: the in-batch softmax contrastive loss with hard negatives;
 //! - [`optim`]: the optimisers as the paper configures them;
 //! - [`plot`]: the loss / dev-Spearman PNG;
+//! - [`report`]: the metrics CSV and the model card;
 //! - [`step`]: one gradient computation of the dual encoder, plain or with GradCache;
 //! - [`train`]: the run: stages, clipping, checkpoints and resume, dev evaluation, export.
 
@@ -15,5 +16,6 @@ pub mod error;
 pub mod loss;
 pub mod optim;
 pub mod plot;
+pub mod report;
 pub mod step;
 pub mod train;

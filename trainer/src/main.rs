@@ -2,7 +2,6 @@
 //!
 //!   trainer train --config trainer/configs/tiny.toml [--resume]
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 
@@ -10,6 +9,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use st5_trainer::config::TrainConfig;
+use st5_trainer::report::{CSV_HEADER, curves, model_card, rows_kept_on_resume};
 use st5_trainer::train::{Event, Run};
 
 #[derive(Parser)]
@@ -64,35 +64,6 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-/// Loss and dev points by global step, and the steps where stages begin, from the metrics CSV
-/// (the whole run's, resumed parts included).
-fn plot_from_csv(csv: &str) -> Vec<u8> {
-    let (mut loss, mut dev, mut breaks) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut stage, mut offset, mut last) = (String::new(), 0.0, 0.0);
-    for line in csv.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        let (Some(name), Some(step)) = (f.first(), f.get(1).and_then(|s| s.parse::<f64>().ok()))
-        else {
-            continue;
-        };
-        if *name != stage {
-            if !stage.is_empty() {
-                offset = last;
-                breaks.push(offset);
-            }
-            stage = name.to_string();
-        }
-        last = offset + step;
-        if let Some(l) = f.get(2).and_then(|s| s.parse::<f64>().ok()) {
-            loss.push((last, l));
-        }
-        if let Some(d) = f.get(5).and_then(|s| s.parse::<f64>().ok()) {
-            dev.push((last, d));
-        }
-    }
-    st5_trainer::plot::png(&loss, &dev, &breaks)
-}
-
 fn main() -> Result<()> {
     keep_activations_in_the_heap();
     let Command::Train { config, resume } = Cli::parse().command;
@@ -104,47 +75,56 @@ fn main() -> Result<()> {
     let csv_path = log_dir.join("metrics.csv");
     let (mut run, state) = Run::new(cfg, resume)?;
     // A resumed run repeats the steps after its checkpoint: drop their rows from the log first.
-    let kept = match (&state, std::fs::read_to_string(&csv_path)) {
+    let mut rows = match (&state, std::fs::read_to_string(&csv_path)) {
         (Some((s, _)), Ok(text)) => {
-            let stage_of = |name: &str| run.cfg.stages.iter().position(|st| st.name == name);
-            let keep = |line: &str| {
-                let mut f = line.split(',');
-                match (f.next().and_then(stage_of), f.next().and_then(|x| x.parse::<usize>().ok()))
-                {
-                    (Some(i), Some(step)) => i < s.stage || (i == s.stage && step <= s.step),
-                    _ => false,
-                }
-            };
-            text.lines().skip(1).filter(|l| keep(l)).map(|l| format!("{l}\n")).collect::<String>()
+            let names: Vec<&str> = run.cfg.stages.iter().map(|st| st.name.as_str()).collect();
+            rows_kept_on_resume(&text, &names, s.stage, s.step)
         }
-        _ => String::new(),
+        _ => Vec::new(),
     };
     let mut csv = std::fs::File::create(&csv_path)
         .with_context(|| format!("opening {}", csv_path.display()))?;
-    write!(csv, "stage,step,loss,lr,pairs_per_s,dev_spearman\n{kept}")?;
-    let mut data_notes = String::new();
+    writeln!(csv, "{CSV_HEADER}")?;
+    for m in &rows {
+        writeln!(csv, "{}", m.csv_row())?;
+    }
+    let mut data_notes = Vec::new();
     let mut bar: Option<ProgressBar> = None;
     let started = std::time::Instant::now();
     run.train(state, |event| match event {
         Event::StageStart { stage, datasets } => {
             for d in datasets {
-                let line = format!("stage {}: {} — {} examples ({} dropped: a text is in an evaluation test split), weight {}", stage.name, d.name, d.examples.len(), d.dropped_eval_overlap, d.weight);
+                let line = format!(
+                    "stage {}: {} — {} examples ({} dropped: a text is in an evaluation test split), weight {}",
+                    stage.name,
+                    d.name,
+                    d.examples.len(),
+                    d.dropped_eval_overlap,
+                    d.weight
+                );
                 eprintln!("{line}");
-                let _ = writeln!(data_notes, "- {line}");
+                data_notes.push(line);
             }
             let b = ProgressBar::new(stage.steps as u64);
-            b.set_style(ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}").expect("template").progress_chars("=> "));
+            let style = ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}");
+            b.set_style(style.expect("template").progress_chars("=> "));
             b.set_prefix(stage.name.clone());
             bar = Some(b);
         }
         Event::Step(m) => {
             if let Some(b) = &bar {
                 b.set_position(m.step as u64);
-                b.set_message(format!("loss {:.4} lr {:.2e} {:.1} pairs/s{}", m.loss, m.lr, m.pairs_per_s, m.dev_spearman.map(|s| format!(" dev {s:.2}")).unwrap_or_default()));
+                let dev = m.dev_spearman.map(|s| format!(" dev {s:.2}")).unwrap_or_default();
+                let msg = format!("loss {:.4} lr {:.2e} {:.1} pairs/s{dev}", m.loss, m.lr, m.pairs_per_s);
+                b.set_message(msg);
             }
-            let _ = writeln!(csv, "{},{},{},{},{:.3},{}", m.stage, m.step, m.loss, m.lr, m.pairs_per_s, m.dev_spearman.map(|s| format!("{s:.4}")).unwrap_or_default());
+            let _ = writeln!(csv, "{}", m.csv_row());
+            rows.push(m.clone());
         }
-        Event::Skipped { stage, step, loss } => eprintln!("warning: stage {stage} step {}: non-finite loss or gradient ({loss}); step skipped", step + 1),
+        Event::Skipped { stage, step, loss } => eprintln!(
+            "warning: stage {stage} step {}: non-finite loss or gradient ({loss}); step skipped",
+            step + 1
+        ),
         Event::Checkpoint(p) => {
             if let Some(b) = &bar {
                 b.println(format!("checkpoint: {}", p.display()));
@@ -154,38 +134,10 @@ fn main() -> Result<()> {
     if let Some(b) = bar {
         b.finish();
     }
-    let mut card = match &run.cfg.card {
-        Some(p) => {
-            std::fs::read_to_string(p)
-                .with_context(|| format!("reading the model card {}", p.display()))?
-                .trim_end()
-                .to_string()
-                + "\n\n# The training run\n\n"
-        }
-        None => format!(
-            "# {}\n\nA Sentence-T5 model trained with st5's `trainer` (Ni et al. 2021: in-batch softmax contrastive loss; distillation stages: MSE to stored teacher embeddings).\n\n",
-            run.cfg
-                .output
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        ),
-    };
-    let _ = writeln!(card, "## Data\n\n{data_notes}");
-    let _ = writeln!(card, "## Dev curve (STS-B dev, Spearman × 100 of cosine similarity)\n");
-    for m in run.metrics.iter().filter(|m| m.dev_spearman.is_some()) {
-        let _ = writeln!(
-            card,
-            "- {} step {}: {:.2}",
-            m.stage,
-            m.step,
-            m.dev_spearman.unwrap_or_default()
-        );
-    }
-    let _ = writeln!(card, "\n## Config\n\n```toml\n{}\n```", text.trim());
-    run.export(card)?;
+    run.export(model_card(&run.cfg, &text, &data_notes, &rows)?)?;
     let plot_path = log_dir.join("metrics.png");
-    std::fs::write(&plot_path, plot_from_csv(&std::fs::read_to_string(&csv_path)?))
+    let c = curves(&rows);
+    std::fs::write(&plot_path, st5_trainer::plot::png(&c.loss, &c.dev, &c.breaks))
         .with_context(|| format!("writing {}", plot_path.display()))?;
     eprintln!(
         "wrote {} in {:.1} s; metrics in {} and {}; peak memory {}",

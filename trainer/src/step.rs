@@ -7,10 +7,9 @@
 
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
 use st5_core::SentenceT5;
-use st5_core::batch::pad;
-use st5_core::tokenizer::PAD_ID;
+use st5_core::host::{embed_ids, scalar};
 
 use crate::loss::ContrastiveLoss;
 
@@ -41,15 +40,6 @@ impl Batch {
     }
 }
 
-/// Sentence embeddings `[seqs.len(), dim]` of `model` on `device` (with a graph when the model
-/// is on an autodiff device).
-pub fn embed(model: &SentenceT5, seqs: &[&[u32]], device: &Device) -> Tensor<2> {
-    let b = pad(seqs, PAD_ID);
-    let ids = Tensor::<2, Int>::from_data(TensorData::new(b.ids, [b.batch, b.seq]), device);
-    let mask = Tensor::<2>::from_data(TensorData::new(b.mask, [b.batch, b.seq]), device);
-    model.forward(ids, mask)
-}
-
 /// The loss on embeddings of all texts `[2b or 3b, dim]` in [`Batch::all`] order.
 fn loss_of(loss: &ContrastiveLoss, emb: Tensor<2>, b: usize, negatives: bool) -> Tensor<1> {
     let a = emb.clone().slice([0..b]);
@@ -71,13 +61,13 @@ pub fn gradients(
     let all = batch.all();
     let (b, negatives) = (batch.len(), !batch.negatives.is_empty());
     let Some(chunk) = chunk.filter(|&c| c < all.len()) else {
-        let value = loss_of(loss, embed(model, &all, device), b, negatives);
+        let value = loss_of(loss, embed_ids(model, &all, device), b, negatives);
         let grads = GradientsParams::from_grads(value.backward(), model);
         return (scalar(value), grads);
     };
     // 1. Embeddings without a graph, chunk by chunk, on the inner (plain) device.
     let frozen = model.valid();
-    let pieces: Vec<Tensor<2>> = all.chunks(chunk).map(|c| embed(&frozen, c, base)).collect();
+    let pieces: Vec<Tensor<2>> = all.chunks(chunk).map(|c| embed_ids(&frozen, c, base)).collect();
     // 2. The loss and its gradient with respect to the embeddings.
     let emb = Tensor::cat(pieces, 0).autodiff().require_grad();
     let value = loss_of(loss, emb.clone(), b, negatives);
@@ -85,7 +75,7 @@ pub fn gradients(
     // 3. Each chunk again with a graph; its parameters' gradient is that of sum(e · cached).
     let mut acc = GradientsAccumulator::<SentenceT5>::new();
     for (i, c) in all.chunks(chunk).enumerate() {
-        let e = embed(model, c, device);
+        let e = embed_ids(model, c, device);
         let g = cached.clone().slice([i * chunk..i * chunk + c.len()]).autodiff();
         let surrogate = e.mul(g).sum();
         acc.accumulate(model, GradientsParams::from_grads(surrogate.backward(), model));
@@ -104,19 +94,10 @@ pub fn distill_gradients(
 ) -> (f32, GradientsParams) {
     let device = &base.clone().autodiff();
     let seqs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
-    let emb = embed(model, &seqs, device);
+    let emb = embed_ids(model, &seqs, device);
     let [b, dim] = emb.dims();
     let target = Tensor::<2>::from_data(TensorData::new(targets.to_vec(), [b, dim]), device);
     let value = emb.sub(target).square().mean();
     let grads = GradientsParams::from_grads(value.backward(), model);
     (scalar(value), grads)
-}
-
-fn scalar(t: Tensor<1>) -> f32 {
-    t.into_data()
-        .convert::<f32>()
-        .try_to_vec::<f32>()
-        .ok()
-        .and_then(|v| v.first().copied())
-        .unwrap_or(f32::NAN)
 }

@@ -12,16 +12,21 @@ use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer, OptimizerRecord};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
+use st5_core::host::{embed_ids, scalar, to_host};
+use st5_core::loader::{Loaded, load};
 use st5_core::save::{SaveOptions, save_sentence_transformers};
 use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
-use st5_core::{Backend, Embedder, LoadOptions, SentenceT5, Variant, WeightDtype};
+use st5_core::{
+    Backend, DEFAULT_BATCH_SIZE, Dir, FileBytes, LoadOptions, SentenceT5, Variant, WeightDtype,
+};
 
 use crate::config::{OptimizerKind, StageConfig, TrainConfig, TrainDevice};
 use crate::data::{self, Dataset, Rng, Sampler, SamplerState};
 use crate::error::{Error, Result};
 use crate::loss::ContrastiveLoss;
-use crate::step::{Batch, distill_gradients, embed, gradients};
+use crate::report::Metric;
+use crate::step::{Batch, distill_gradients, gradients};
 
 /// What a checkpoint records besides weights and optimiser state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -33,17 +38,6 @@ pub struct TrainState {
     pub bad_steps: usize,
     /// Module path → parameter id, so that the optimiser state finds its parameters again.
     pub param_ids: BTreeMap<String, u64>,
-}
-
-/// One line of the metrics CSV.
-#[derive(Debug, Clone)]
-pub struct Metric {
-    pub stage: String,
-    pub step: usize,
-    pub loss: f32,
-    pub lr: f64,
-    pub pairs_per_s: f64,
-    pub dev_spearman: Option<f64>,
 }
 
 /// Progress reported to the caller (the binary draws a bar from it).
@@ -96,15 +90,7 @@ fn clip_global_norm(model: &SentenceT5, grads: &mut GradientsParams, max: f32) -
     impl ModuleVisitor for Norm<'_> {
         fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
             if let Some(g) = self.0.get::<D>(p.id) {
-                let s: f32 = g
-                    .square()
-                    .sum()
-                    .into_data()
-                    .convert::<f32>()
-                    .try_to_vec::<f32>()
-                    .map(|v| v[0])
-                    .unwrap_or(f32::NAN);
-                self.1 += s as f64;
+                self.1 += scalar(g.square().sum()) as f64;
             }
         }
     }
@@ -144,11 +130,7 @@ fn normal(rng: &mut Rng, n: usize, std: f64) -> Vec<f32> {
 
 /// A random model from a T5 `config.json` (`[model] init` names the file): encoder only, the
 /// configured pooling (default enc-mean), Normalize; the tokenizer from `[model] tokenizer`.
-fn random_model(
-    config: &Path,
-    cfg: &TrainConfig,
-    device: &Device,
-) -> Result<(SentenceT5, T5Tokenizer, st5_core::layout::ModelLayout)> {
+fn random_model(config: &Path, cfg: &TrainConfig, device: &Device) -> Result<Loaded> {
     let t5 = st5_core::T5Config::from_file(config)?;
     let variant = cfg.model.variant.unwrap_or(Variant::EncMean);
     let head = st5_core::HeadConfig { variant, dense: Vec::new(), normalize: true };
@@ -158,7 +140,8 @@ fn random_model(
         message: "a model initialised from a config.json needs [model] tokenizer".into(),
     })?;
     let max_len = cfg.model.max_seq_length.unwrap_or(512);
-    let tokenizer = T5Tokenizer::from_file(tok, max_len)?;
+    let tokenizer_json = FileBytes::map(tok).map_err(|e| Error::io(tok, e))?;
+    let tokenizer = T5Tokenizer::from_bytes(&tokenizer_json, max_len, tok.clone())?;
     let layout = st5_core::layout::ModelLayout {
         transformer: String::new(),
         transformer_dir: config.parent().unwrap_or(Path::new(".")).to_path_buf(),
@@ -169,7 +152,8 @@ fn random_model(
         max_seq_length: max_len,
         tokenizer: None,
     };
-    Ok((model, tokenizer, layout))
+    let report = Default::default();
+    Ok(Loaded { model, tokenizer, tokenizer_json, report, layout })
 }
 
 /// The model being trained, with what saving it needs.
@@ -179,11 +163,13 @@ pub struct Run {
     pub model: SentenceT5,
     tokenizer: T5Tokenizer,
     config_json: serde_json::Value,
-    tokenizer_json: Vec<u8>,
+    tokenizer_json: FileBytes,
     max_len: usize,
-    dev: Vec<st5_eval::data::ScoredPair>,
+    /// STS-B dev: both texts of every pair, tokenized once per run (`[a0, b0, a1, b1, ...]`),
+    /// and the gold scores.
+    dev_ids: Vec<Vec<u32>>,
+    dev_gold: Vec<f64>,
     exclude: HashSet<String>,
-    pub metrics: Vec<Metric>,
 }
 
 impl Run {
@@ -221,15 +207,16 @@ impl Run {
             variant: cfg.model.variant,
             tokenizer: cfg.model.tokenizer.clone(),
             max_seq_length: cfg.model.max_seq_length,
-            batch_size: 64,
-            max_buffer_bytes: None,
+            ..LoadOptions::default()
         };
-        let (mut model, tokenizer, layout) = if source.is_file() {
+        let Loaded { mut model, tokenizer, tokenizer_json, layout, .. } = if source.is_file() {
             // A bare T5 config.json: a randomly initialised model (seeded), for training from scratch.
             base.seed(cfg.seed);
             random_model(&source, &cfg, &ad)?
+        } else if source.is_dir() {
+            load(&Dir(source.clone()), &options, &ad)?
         } else {
-            Embedder::load(&source, &options, &ad)?.into_parts()
+            return Err(st5_core::Error::layout(&source, "model directory not found").into());
         };
         if model.variant == Variant::EncDecFirst {
             // Refused before training, not at export: sentence-transformers has no pooling for
@@ -248,13 +235,6 @@ impl Run {
             &std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?,
         )
         .map_err(|e| Error::Checkpoint { path: config_path.clone(), message: e.to_string() })?;
-        let tok_path = cfg
-            .model
-            .tokenizer
-            .clone()
-            .or_else(|| layout.tokenizer.as_ref().map(|t| source.join(t)))
-            .expect("a tokenizer was loaded");
-        let tokenizer_json = std::fs::read(&tok_path).map_err(|e| Error::io(&tok_path, e))?;
         if model.dense.is_empty() {
             // The paper's projection: d_model → dim, no bias, created when the source has none.
             let (d_in, d_out) =
@@ -285,6 +265,9 @@ impl Run {
         if cfg.eval_pairs > 0 {
             dev.truncate(cfg.eval_pairs);
         }
+        let dev_texts: Vec<&str> = dev.iter().flat_map(|p| [p.a.as_str(), p.b.as_str()]).collect();
+        let dev_ids = tokenizer.encode_batch(&dev_texts)?;
+        let dev_gold = dev.iter().map(|p| p.score).collect();
         let max_len = tokenizer.max_len();
         Ok((
             Self {
@@ -295,9 +278,9 @@ impl Run {
                 config_json,
                 tokenizer_json,
                 max_len,
-                dev,
+                dev_ids,
+                dev_gold,
                 exclude,
-                metrics: Vec::new(),
             },
             state,
         ))
@@ -310,22 +293,15 @@ impl Run {
     /// Spearman ×100 of cosine similarity on the STS-B dev pairs.
     pub fn dev_spearman(&self) -> Result<f64> {
         let frozen = self.model.valid();
-        let texts: Vec<&str> = self.dev.iter().flat_map(|p| [p.a.as_str(), p.b.as_str()]).collect();
-        let ids = self.tokenize(&texts)?;
-        let mut emb = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(64) {
+        let mut emb = Vec::new();
+        for chunk in self.dev_ids.chunks(DEFAULT_BATCH_SIZE) {
             let seqs: Vec<&[u32]> = chunk.iter().map(Vec::as_slice).collect();
-            let out = embed(&frozen, &seqs, &self.base)
-                .into_data()
-                .convert::<f32>()
-                .try_to_vec::<f32>()
-                .map_err(|e| st5_core::Error::Readback(format!("{e:?}")))?;
-            let dim = out.len() / seqs.len();
-            emb.extend(out.chunks(dim).map(<[f32]>::to_vec));
+            emb.extend(to_host(embed_ids(&frozen, &seqs, &self.base).try_into_data())?);
         }
-        let sims: Vec<f64> = emb.chunks(2).map(|p| st5_eval::tasks::cosine(&p[0], &p[1])).collect();
-        let gold: Vec<f64> = self.dev.iter().map(|p| p.score).collect();
-        Ok(100.0 * st5_eval::stats::spearman(&sims, &gold))
+        let dim = emb.len() / self.dev_ids.len().max(1);
+        let rows: Vec<&[f32]> = emb.chunks(dim.max(1)).collect();
+        let sims: Vec<f64> = rows.chunks(2).map(|p| st5_eval::tasks::cosine(p[0], p[1])).collect();
+        Ok(100.0 * st5_eval::stats::spearman(&sims, &self.dev_gold))
     }
 
     fn save(
@@ -483,7 +459,6 @@ impl Run {
                     dev_spearman,
                 };
                 on(Event::Step(&metric));
-                self.metrics.push(metric);
                 let (next_stage, next_step) = if last { (si + 1, 0) } else { (si, step + 1) };
                 if last
                     || (self.cfg.checkpoint_every > 0

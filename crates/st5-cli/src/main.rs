@@ -13,29 +13,35 @@ use indicatif::{ProgressBar, ProgressStyle};
 use st5_core::model::l2_normalize_rows;
 use st5_core::save::convert;
 use st5_core::{
-    Backend, DEFAULT_BATCH_SIZE, Dir, Embedder, Embeddings, LoadOptions, MemoryFiles, Variant,
-    VectorIndex, WeightDtype,
+    Backend, DEFAULT_BATCH_SIZE, Dir, Embedder, Embeddings, FileBytes, LoadOptions, MemoryFiles,
+    Variant, VectorIndex, WeightDtype,
 };
 
-/// Compiles a model directory's files into the binary, keyed by relative path.
+/// Compiles the built-in model's files into the binary, keyed by relative path.
 macro_rules! embed_model {
-    ($dir:literal: $($rel:literal),* $(,)?) => {
-        &[$(($rel, include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../", $dir, "/", $rel)) as &[u8])),*]
+    ($($rel:literal),* $(,)?) => {
+        &[$(($rel, include_bytes!(concat!(env!("ST5_DEFAULT_MODEL_DIR"), "/", $rel)) as &[u8])),*]
     };
 }
 
-/// The built-in default model, `models/st5-mini` (its README is the model card), compiled into
+/// The built-in default model (build.rs names it; its README is the model card), compiled into
 /// the binary so that `st5` runs with no download and away from the checkout.
-const DEFAULT_MODEL: &[(&str, &[u8])] = embed_model!("models/st5-mini":
-    "modules.json", "config.json", "sentence_bert_config.json",
-    "config_sentence_transformers.json", "tokenizer.json", "tokenizer_config.json",
-    "1_Pooling/config.json", "2_Dense/config.json", "2_Dense/model.safetensors", "3_Normalize/config.json",
+const DEFAULT_MODEL: &[(&str, &[u8])] = embed_model!(
+    "modules.json",
+    "config.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "1_Pooling/config.json",
+    "2_Dense/config.json",
+    "2_Dense/model.safetensors",
+    "3_Normalize/config.json",
 );
-/// `model.safetensors` as committed: in parts under 20 MiB (`scripts/model-parts.sh`), joined at load.
-const DEFAULT_WEIGHT_PARTS: &[(&str, &[u8])] =
-    embed_model!("models/st5-mini": "model.safetensors.part0", "model.safetensors.part1");
+/// Its `model.safetensors`, joined by build.rs from the parts it is committed in.
+const DEFAULT_WEIGHTS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/model.safetensors"));
 /// How messages name the built-in model's files.
-const DEFAULT_LABEL: &str = "built-in st5-mini:";
+const DEFAULT_LABEL: &str = concat!("built-in ", env!("ST5_DEFAULT_MODEL_NAME"), ":");
 
 #[derive(Parser)]
 #[command(name = "st5", version, about = "Sentence-T5 embeddings and semantic search")]
@@ -207,15 +213,13 @@ fn dir_bytes(dir: &Path) -> Result<u64> {
     Ok(total)
 }
 
-/// The built-in model's files, its weights joined from their compiled-in parts.
+/// The built-in model's files, borrowed from the binary (no copy).
 fn builtin_files() -> MemoryFiles {
-    let mut files: std::collections::BTreeMap<String, Vec<u8>> =
-        DEFAULT_MODEL.iter().map(|(rel, bytes)| (rel.to_string(), bytes.to_vec())).collect();
-    files.insert(
-        "model.safetensors".into(),
-        DEFAULT_WEIGHT_PARTS.iter().flat_map(|(_, bytes)| bytes.iter().copied()).collect(),
-    );
-    MemoryFiles { files, label: DEFAULT_LABEL.into() }
+    let mut files = MemoryFiles { label: DEFAULT_LABEL.into(), ..Default::default() };
+    for (rel, bytes) in DEFAULT_MODEL.iter().chain([&("model.safetensors", DEFAULT_WEIGHTS)]) {
+        files.insert(*rel, FileBytes::from_static(bytes));
+    }
+    files
 }
 
 fn join_some(names: &[&String], n: usize) -> String {

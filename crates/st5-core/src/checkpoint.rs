@@ -10,7 +10,7 @@ use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::files::{ModelFiles, join};
+use crate::files::{FileBytes, ModelFiles, join};
 use crate::names::stored_names;
 use crate::quant::{dequantize_rows, scale_name};
 
@@ -23,7 +23,8 @@ struct Entry {
 
 /// The tensors of one or more safetensors files, kept as raw bytes until asked for.
 pub struct Checkpoint {
-    files: Vec<(PathBuf, Vec<u8>)>,
+    /// Each file's bytes, shared with whoever handed them over (a map, the caller's buffer).
+    files: Vec<(PathBuf, FileBytes)>,
     entries: BTreeMap<String, Entry>,
 }
 
@@ -84,7 +85,7 @@ impl Checkpoint {
 
     /// Parses and validates safetensors buffers, each named by the path shown in errors; a
     /// truncated file is named.
-    pub fn from_buffers(buffers: Vec<(PathBuf, Vec<u8>)>) -> Result<Self> {
+    pub fn from_buffers(buffers: Vec<(PathBuf, FileBytes)>) -> Result<Self> {
         let mut files = Vec::with_capacity(buffers.len());
         let mut entries = BTreeMap::new();
         for (i, (path, bytes)) in buffers.into_iter().enumerate() {
@@ -185,8 +186,7 @@ impl Checkpoint {
         }
         let scale = self.to_f32(&key)?;
         let scales = if per_row { scale } else { vec![scale[0]; rows] };
-        let q: Vec<i8> = raw.iter().map(|&b| b as i8).collect();
-        Ok(dequantize_rows(&q, &scales, cols))
+        Ok(dequantize_rows(bytemuck::cast_slice::<u8, i8>(raw), &scales, cols))
     }
 
     /// The first of `name`'s stored spellings (names.rs) that this checkpoint holds.

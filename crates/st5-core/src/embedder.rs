@@ -3,16 +3,17 @@
 
 use std::path::Path;
 
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor};
 
-use crate::batch::{pad, plan_batches};
+use crate::batch::plan_batches;
 use crate::error::{Error, Result};
 use crate::files::{Dir, ModelFiles};
+use crate::host::{embed_ids, to_host, upload_ids};
 use crate::layout::ModelLayout;
 pub use crate::loader::{DEFAULT_BATCH_SIZE, LoadOptions};
 use crate::loader::{Loaded, load};
 use crate::model::{SentenceT5, Variant};
-use crate::tokenizer::{PAD_ID, T5Tokenizer};
+use crate::tokenizer::T5Tokenizer;
 use crate::weights::LoadReport;
 
 /// Row-major `[n, dim]` sentence embeddings.
@@ -127,7 +128,7 @@ impl Embedder {
         let (ids, plan, mut out) = self.prepare(texts)?;
         let mut done = 0;
         for batch in plan {
-            out.place(&batch, &rows(self.run(&ids, &batch).try_into_data())?);
+            out.place(&batch, &to_host(self.run(&ids, &batch).try_into_data())?);
             done += batch.len();
             progress(done, ids.len());
         }
@@ -139,7 +140,7 @@ impl Embedder {
     pub async fn embed_async<S: AsRef<str>>(&self, texts: &[S]) -> Result<Embeddings> {
         let (ids, plan, mut out) = self.prepare(texts)?;
         for batch in plan {
-            out.place(&batch, &rows(self.run(&ids, &batch).into_data_async().await)?);
+            out.place(&batch, &to_host(self.run(&ids, &batch).into_data_async().await)?);
         }
         Ok(out)
     }
@@ -182,8 +183,7 @@ impl Embedder {
     /// Forward pass over the texts `batch` (indices into `ids`): `[batch.len(), dim]` on the device.
     fn run(&self, ids: &[Vec<u32>], batch: &[usize]) -> Tensor<2> {
         let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-        let (ids, mask) = self.batch_tensors(&seqs);
-        self.model.forward(ids, mask)
+        embed_ids(&self.model, &seqs, &self.device)
     }
 
     /// Token ids of each text, checked against the model's vocabulary.
@@ -205,25 +205,8 @@ impl Embedder {
         Ok(ids)
     }
 
-    /// Runs one padded batch of token ids; returns `[batch, dim]` row-major.
-    pub fn forward_ids(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
-        let (ids, mask) = self.batch_tensors(seqs);
-        rows(self.model.forward(ids, mask).try_into_data())
-    }
-
-    /// Pads `seqs` and uploads ids `[batch, seq]` and mask `[batch, seq]`.
+    /// Pads `seqs` and uploads ids `[batch, seq]` and mask `[batch, seq]` to this model's device.
     pub fn batch_tensors(&self, seqs: &[&[u32]]) -> (Tensor<2, Int>, Tensor<2>) {
-        let b = pad(seqs, PAD_ID);
-        let ids =
-            Tensor::<2, Int>::from_data(TensorData::new(b.ids, [b.batch, b.seq]), &self.device);
-        let mask = Tensor::<2>::from_data(TensorData::new(b.mask, [b.batch, b.seq]), &self.device);
-        (ids, mask)
+        upload_ids(seqs, &self.device)
     }
-}
-
-/// Host rows of a read-back `[batch, dim]` tensor.
-fn rows<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<f32>> {
-    data.map_err(|e| Error::Readback(format!("{e:?}")))?
-        .try_into_vec::<f32>()
-        .map_err(|e| Error::Readback(format!("{e:?}")))
 }

@@ -74,7 +74,7 @@ impl Error {
     pub(crate) fn config(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         Error::Config { path: path.into(), message: message.into() }
     }
-    pub(crate) fn layout(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+    pub fn layout(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         Error::Layout { path: path.into(), message: message.into() }
     }
 }

@@ -12,6 +12,7 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{Error, Result};
+use crate::host::to_host;
 
 /// One search result: the vector's id (its insertion order) and its dot-product score (the
 /// cosine similarity for unit vectors).
@@ -61,7 +62,7 @@ macro_rules! read_selection {
             match sel {
                 Selected::All { scores, offset } => {
                     let $t = scores;
-                    let scores = read_scores($read)?;
+                    let scores = to_host($read)?;
                     let rows = scores.len() / q;
                     candidates.push(Candidates {
                         scores,
@@ -71,7 +72,7 @@ macro_rules! read_selection {
                 }
                 Selected::Blocks { blocks, maxima, offset, rows } => {
                     let $t = maxima;
-                    let maxima = read_scores($read)?;
+                    let maxima = to_host($read)?;
                     let picked = candidate_blocks(&maxima, q, $k);
                     let at = Tensor::<1, Int>::from_data(
                         TensorData::new(
@@ -81,7 +82,7 @@ macro_rules! read_selection {
                         $index.device(),
                     );
                     let $t = blocks.select(1, at); // [q, picked, BLOCK]
-                    let scores = read_scores($read)?;
+                    let scores = to_host($read)?;
                     let ids = picked
                         .iter()
                         .flat_map(|&b| (0..BLOCK).map(move |j| b * BLOCK + j))
@@ -192,7 +193,7 @@ impl VectorIndex {
     pub async fn vectors_async(&self) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(self.len * self.dim);
         for shard in &self.shards {
-            out.extend(read_scores(shard.clone().into_data_async().await)?);
+            out.extend(to_host(shard.clone().into_data_async().await)?);
         }
         Ok(out)
     }
@@ -310,11 +311,6 @@ pub fn brute_force(vectors: &[f32], dim: usize, query: &[f32], k: usize) -> Vec<
         .collect();
     rank(&mut hits, k);
     hits
-}
-
-fn read_scores<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<f32>> {
-    let data = data.map_err(|e| Error::Readback(format!("{e:?}")))?;
-    data.convert::<f32>().try_into_vec::<f32>().map_err(|e| Error::Readback(format!("{e:?}")))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //!   ([`quant`]);
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
+//! - [`host`]: the one path from token ids to embeddings on a device, and back to the host;
 //! - [`loader`]: files to a model and tokenizer on a device, every tensor checked by name;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
 //! - [`index`]: [`VectorIndex`], exact top-k search over vectors kept on the device.
@@ -23,6 +24,7 @@ pub mod device;
 pub mod embedder;
 pub mod error;
 pub mod files;
+pub mod host;
 pub mod index;
 pub mod layout;
 pub mod loader;
@@ -42,7 +44,7 @@ pub use config::T5Config;
 pub use device::Backend;
 pub use embedder::{DEFAULT_BATCH_SIZE, Embedder, Embeddings, LoadOptions};
 pub use error::{Error, Result};
-pub use files::{Dir, MemoryFiles, ModelFiles};
+pub use files::{Dir, FileBytes, MemoryFiles, ModelFiles};
 pub use index::{Hit, VectorIndex};
 pub use model::{HeadConfig, SentenceT5, Variant};
 pub use quant::WeightDtype;

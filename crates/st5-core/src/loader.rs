@@ -10,7 +10,7 @@ use burn::tensor::Device;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
-use crate::files::{ModelFiles, join};
+use crate::files::{FileBytes, ModelFiles, join};
 use crate::layout::ModelLayout;
 use crate::model::{HeadConfig, SentenceT5, Variant};
 use crate::tokenizer::T5Tokenizer;
@@ -53,7 +53,7 @@ pub struct Loaded {
     pub model: SentenceT5,
     pub tokenizer: T5Tokenizer,
     /// The `tokenizer.json` the tokenizer was built from (what a saved copy of the model ships).
-    pub tokenizer_json: Vec<u8>,
+    pub tokenizer_json: FileBytes,
     /// Unused tensors (a decoder or LM head an `enc-*` variant leaves) and nothing else: a load
     /// with missing or mis-shaped tensors is an error.
     pub report: LoadReport,
@@ -123,7 +123,7 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
     }
     let max_len = options.max_seq_length.unwrap_or(layout.max_seq_length);
     let (tokenizer_json, tokenizer_path) = match (&options.tokenizer, &layout.tokenizer) {
-        (Some(path), _) => (std::fs::read(path).map_err(|e| Error::io(path, e))?, path.clone()),
+        (Some(path), _) => (FileBytes::map(path).map_err(|e| Error::io(path, e))?, path.clone()),
         (None, Some(rel)) => {
             let bytes = files.read(rel)?.ok_or_else(|| {
                 Error::layout(files.path(rel), "tokenizer.json vanished while loading")

@@ -10,14 +10,14 @@ use std::path::PathBuf;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
-use crate::files::ModelFiles;
+use crate::files::{FileBytes, ModelFiles};
 use crate::layout::ModelLayout;
 
 /// What is known so far about a remote model's files.
 #[derive(Default)]
 pub struct Probe {
     /// Files fetched, with their bytes (the small JSON and tokenizer files).
-    pub fetched: BTreeMap<String, Vec<u8>>,
+    pub fetched: BTreeMap<String, FileBytes>,
     /// Files known to exist whose bytes are not needed for planning (weights).
     pub present: BTreeSet<String>,
     /// Files known not to exist (a 404).
@@ -60,11 +60,12 @@ impl Probe {
 }
 
 impl ModelFiles for Probe {
-    fn read(&self, rel: &str) -> Result<Option<Vec<u8>>> {
+    fn read(&self, rel: &str) -> Result<Option<FileBytes>> {
         if self.unknown(rel) {
             return Ok(None);
         }
-        Ok(self.fetched.get(rel).cloned().or_else(|| self.present.contains(rel).then(Vec::new)))
+        let present = || self.present.contains(rel).then(|| FileBytes::from(Vec::new()));
+        Ok(self.fetched.get(rel).cloned().or_else(present))
     }
     fn path(&self, rel: &str) -> PathBuf {
         PathBuf::from(format!("{}{rel}", self.label))
@@ -128,7 +129,10 @@ mod tests {
 
     fn model(files: &[(&str, &str)]) -> MemoryFiles {
         MemoryFiles {
-            files: files.iter().map(|(n, b)| (n.to_string(), b.as_bytes().to_vec())).collect(),
+            files: files
+                .iter()
+                .map(|(n, b)| (n.to_string(), b.as_bytes().to_vec().into()))
+                .collect(),
             label: "m:".into(),
         }
     }

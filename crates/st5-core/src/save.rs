@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
+use crate::host::to_host;
 use crate::loader::{LoadOptions, load};
 use crate::model::{SentenceT5, Variant};
 use crate::names::checkpoint_name;
@@ -40,6 +41,9 @@ pub struct SaveOptions<'a> {
 struct Collect {
     path: Vec<String>,
     tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+    /// The first parameter that could not be read back, and why: saving stops rather than
+    /// writing a file with a tensor missing.
+    failed: Option<(String, Error)>,
 }
 
 impl ModuleVisitor for Collect {
@@ -52,8 +56,13 @@ impl ModuleVisitor for Collect {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let t = param.val();
         let shape = t.dims().to_vec();
-        let values = t.into_data().convert::<f32>().try_into_vec::<f32>().unwrap_or_default();
-        self.tensors.push((self.path.join("."), shape, values));
+        let name = self.path.join(".");
+        match to_host(t.try_into_data()) {
+            Ok(values) => self.tensors.push((name, shape, values)),
+            Err(e) => {
+                self.failed.get_or_insert((name, e));
+            }
+        }
     }
 }
 
@@ -145,6 +154,9 @@ pub fn save_sentence_transformers(
     }
     let mut collect = Collect::default();
     model.visit(&mut collect);
+    if let Some((name, e)) = collect.failed {
+        return Err(Error::Readback(format!("parameter {name}: {e}")));
+    }
     let mut t5 = BTreeMap::new();
     let mut dense: BTreeMap<usize, BTreeMap<String, (Vec<usize>, Vec<f32>)>> = BTreeMap::new();
     for (path, shape, values) in collect.tensors {

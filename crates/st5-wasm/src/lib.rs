@@ -135,8 +135,10 @@ fn files_from_js(files: &JsValue, label: &str) -> Result<MemoryFiles, JsValue> {
                 "file `{name}` must be a Uint8Array or ArrayBuffer (read Blobs first)"
             )));
         }
-        out.files
-            .insert(name.trim_start_matches("./").to_string(), Uint8Array::new(&value).to_vec());
+        out.files.insert(
+            name.trim_start_matches("./").to_string(),
+            Uint8Array::new(&value).to_vec().into(),
+        );
     }
     Ok(out)
 }
@@ -148,28 +150,46 @@ enum PlanOut {
     Ready(Vec<String>),
 }
 
-/// One step of discovering a remote model's files (see `st5_core::probe`). `fetched` maps the
-/// files fetched so far to their bytes, `present` names files known to exist (weights, checked
-/// with HEAD), `absent` those that gave 404, and `label` (the base URL) prefixes paths in
-/// errors. Returns `{ need: [...] }`: fetch these (GET; HEAD for `.safetensors`/`.bin`) and call
-/// again; or `{ ready: [...] }`: download these weight files, then `Model.load`.
-#[wasm_bindgen(js_name = planFiles)]
-pub fn plan_files(
-    fetched: JsValue,
-    present: Vec<String>,
-    absent: Vec<String>,
-    label: String,
-) -> Result<JsValue, JsValue> {
-    let fetched = files_from_js(&fetched, &label)?;
-    let mut probe = Probe::new(label);
-    probe.fetched = fetched.files;
-    probe.present = present.into_iter().collect();
-    probe.absent = absent.into_iter().collect();
-    let out = match plan(&probe).map_err(js_error)? {
-        FilePlan::Need(v) => PlanOut::Need(v),
-        FilePlan::Ready(v) => PlanOut::Ready(v),
-    };
-    serde_wasm_bindgen::to_value(&out).map_err(|e| invalid(&e.to_string()))
+/// Discovers a remote model's files (see `st5_core::probe`), keeping what it has learnt between
+/// rounds, so each fetched file is copied into wasm once. Tell it each file fetched (`add`),
+/// known to exist (`present`: weights, checked with HEAD) or absent (a 404), then ask `next`.
+#[wasm_bindgen]
+pub struct FilePlanner {
+    probe: Probe,
+}
+
+#[wasm_bindgen]
+impl FilePlanner {
+    /// `label` (the base URL) prefixes paths in errors.
+    #[wasm_bindgen(constructor)]
+    pub fn new(label: String) -> FilePlanner {
+        FilePlanner { probe: Probe::new(label) }
+    }
+
+    /// A file fetched, with its bytes.
+    pub fn add(&mut self, name: String, bytes: Vec<u8>) {
+        self.probe.fetched.insert(name, bytes.into());
+    }
+
+    /// A file known to exist whose bytes planning does not need (a weight file).
+    pub fn present(&mut self, name: String) {
+        self.probe.present.insert(name);
+    }
+
+    /// A file that does not exist (a 404).
+    pub fn absent(&mut self, name: String) {
+        self.probe.absent.insert(name);
+    }
+
+    /// `{ need: [...] }`: fetch these (GET; HEAD for `.safetensors`/`.bin`), report them and
+    /// ask again; or `{ ready: [...] }`: download these weight files, then `Model.load`.
+    pub fn next(&self) -> Result<JsValue, JsValue> {
+        let out = match plan(&self.probe).map_err(js_error)? {
+            FilePlan::Need(v) => PlanOut::Need(v),
+            FilePlan::Ready(v) => PlanOut::Ready(v),
+        };
+        serde_wasm_bindgen::to_value(&out).map_err(|e| invalid(&e.to_string()))
+    }
 }
 
 /// A loaded Sentence-T5 model.

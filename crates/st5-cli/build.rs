@@ -1,0 +1,48 @@
+//! Prepares the built-in model for `include_bytes!`. Its weights are committed in parts, each
+//! under the repository's per-file size limit (`scripts/model-parts.sh`); this joins them into
+//! one `model.safetensors` in `OUT_DIR`, so that the binary holds the weights once and loading
+//! borrows them in place. `DEFAULT_MODEL_DIR` below is the one place that names the model.
+
+use std::path::{Path, PathBuf};
+
+/// The built-in model, relative to the workspace root.
+const DEFAULT_MODEL_DIR: &str = "models/st5-mini";
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let dir = manifest.join("../..").join(DEFAULT_MODEL_DIR);
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    println!("cargo:rustc-env=ST5_DEFAULT_MODEL_DIR={}", dir.display());
+    println!("cargo:rustc-env=ST5_DEFAULT_MODEL_NAME={}", name_of(&dir));
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut parts: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading the built-in model {}: {e}", dir.display()))
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let n =
+                path.file_name()?.to_str()?.strip_prefix("model.safetensors.part")?.parse().ok()?;
+            Some((n, path))
+        })
+        .collect();
+    parts.sort();
+    let paths: Vec<PathBuf> = if parts.is_empty() {
+        vec![dir.join("model.safetensors")]
+    } else {
+        parts.into_iter().map(|(_, p)| p).collect()
+    };
+    let mut joined = Vec::new();
+    for p in &paths {
+        println!("cargo:rerun-if-changed={}", p.display());
+        joined.extend(std::fs::read(p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display())));
+    }
+    let target = out.join("model.safetensors");
+    // Rewritten only when the bytes change, so that the binary is not relinked for nothing.
+    if std::fs::read(&target).ok().as_deref() != Some(joined.as_slice()) {
+        std::fs::write(&target, &joined)
+            .unwrap_or_else(|e| panic!("writing {}: {e}", target.display()));
+    }
+}
+
+fn name_of(dir: &Path) -> String {
+    dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}

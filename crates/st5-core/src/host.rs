@@ -1,0 +1,40 @@
+//! The one path between the host and the device. Every caller that runs the model on token ids
+//! (the embedder, the trainer's step and its dev evaluation) pads and uploads them here, and
+//! every result that comes back to the host (embeddings, scores, losses, saved weights) is read
+//! back by [`to_host`].
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::batch::pad;
+use crate::error::{Error, Result};
+use crate::model::SentenceT5;
+use crate::tokenizer::PAD_ID;
+
+/// Pads `seqs` on the right to the longest and uploads ids `[batch, seq]` and mask
+/// `[batch, seq]` (1.0 token, 0.0 padding) to `device`.
+pub fn upload_ids(seqs: &[&[u32]], device: &Device) -> (Tensor<2, Int>, Tensor<2>) {
+    let b = pad(seqs, PAD_ID);
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(b.ids, [b.batch, b.seq]), device);
+    let mask = Tensor::<2>::from_data(TensorData::new(b.mask, [b.batch, b.seq]), device);
+    (ids, mask)
+}
+
+/// Sentence embeddings `[seqs.len(), dim]` of token-id sequences, left on `device` (which
+/// records a graph when it is an autodiff device).
+pub fn embed_ids(model: &SentenceT5, seqs: &[&[u32]], device: &Device) -> Tensor<2> {
+    let (ids, mask) = upload_ids(seqs, device);
+    model.forward(ids, mask)
+}
+
+/// The values of a tensor read back to the host, as f32 whatever the device's float type.
+/// Takes the result of `try_into_data()` or `into_data_async().await`, so the synchronous and
+/// the browser's asynchronous read-backs share one error path.
+pub fn to_host<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<f32>> {
+    let data = data.map_err(|e| Error::Readback(format!("{e:?}")))?;
+    data.convert::<f32>().try_into_vec::<f32>().map_err(|e| Error::Readback(format!("{e:?}")))
+}
+
+/// The single value of a one-element tensor (a loss, a norm), NaN when it cannot be read.
+pub fn scalar<const D: usize>(t: Tensor<D>) -> f32 {
+    to_host(t.try_into_data()).ok().and_then(|v| v.first().copied()).unwrap_or(f32::NAN)
+}
