@@ -250,3 +250,48 @@ fn the_readme_library_example_compiles_and_runs() {
     let missing = Command::new(&bin).arg(scratch("no-such-model")).output().unwrap();
     assert!(!missing.status.success(), "a missing directory is an error");
 }
+
+/// An EncDec checkpoint in the sentence-transformers layout has a Pooling module with no mode
+/// (sentence-transformers has none for the first decoder output). An explicit `--variant` wins
+/// over it and reproduces the reference; without one, the error names the Pooling config.
+#[test]
+fn an_explicit_variant_overrides_a_pooling_config_without_a_mode() {
+    let hf = fixture("hf-t5-relu-f16");
+    let dir = scratch("encdec-st");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+    for entry in std::fs::read_dir(&hf).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(tokenizer_json(), dir.join("tokenizer.json")).unwrap();
+    let modules = r#"[
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+    ]"#;
+    std::fs::write(dir.join("modules.json"), modules).unwrap();
+    std::fs::write(dir.join("1_Pooling/config.json"), r#"{"word_embedding_dimension": 16}"#)
+        .unwrap();
+    let exp = expected("hf-t5-relu-f16");
+    let (sentence, want) = exp
+        .sentences
+        .iter()
+        .zip(&exp.embeddings.iter().find(|(v, _)| v == "encdec-first").unwrap().1)
+        .find(|(s, _)| !s.is_empty() && !s.contains('\n'))
+        .unwrap();
+    let max_len = exp.max_seq_length.to_string();
+    let args = ["embed", "--model", dir.to_str().unwrap(), "--max-seq-length", max_len.as_str()];
+    let o = run(
+        &[&args[..], &["--variant", "encdec-first"]].concat(),
+        format!("{sentence}\n").as_bytes(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let row: Vec<f32> = serde_json::from_str(String::from_utf8(o.stdout).unwrap().trim()).unwrap();
+    let err = max_abs_diff(&row, want);
+    assert!(err <= 1e-5, "encdec-first through an explicit variant: max abs error {err:e}");
+    let o = run(&args, format!("{sentence}\n").as_bytes());
+    let msg = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "no variant and no pooling mode must be refused");
+    assert!(msg.contains("1_Pooling/config.json") && msg.contains("variant"), "{msg}");
+}

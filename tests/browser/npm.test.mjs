@@ -258,6 +258,50 @@ const failed = await runCases([
     },
   ],
   [
+    'explicit_variant_overrides_a_pooling_config_without_a_mode',
+    async () => {
+      // An EncDec checkpoint in the sentence-transformers layout: its Pooling config names no
+      // mode (sentence-transformers has none for the first decoder output).
+      const relu = 'hf-t5-relu-f16';
+      const want = expected(relu).embeddings['encdec-first'];
+      const r = await page.evaluate(
+        async ({ base, tokenizer, texts }) => {
+          const text = (s) => new TextEncoder().encode(s);
+          const files = new Map([
+            ['config.json', await (await fetch(base + 'config.json')).arrayBuffer()],
+            ['model.safetensors', await (await fetch(base + 'model.safetensors')).arrayBuffer()],
+            ['tokenizer.json', await (await fetch(tokenizer)).arrayBuffer()],
+            [
+              'modules.json',
+              text(
+                JSON.stringify([
+                  { idx: 0, name: '0', path: '', type: 'sentence_transformers.models.Transformer' },
+                  { idx: 1, name: '1', path: '1_Pooling', type: 'sentence_transformers.models.Pooling' },
+                  { idx: 2, name: '2', path: '2_Normalize', type: 'sentence_transformers.models.Normalize' },
+                ]),
+              ),
+            ],
+            ['1_Pooling/config.json', text('{"word_embedding_dimension": 16}')],
+          ]);
+          const m = await st5.load(files, { device: 'cpu', variant: 'encdec-first' });
+          const rows = (await m.embed(texts)).map((x) => Array.from(x));
+          const refused = await st5.load(files, { device: 'cpu' }).then(
+            () => 'loaded',
+            (e) => e.message,
+          );
+          return { rows, refused };
+        },
+        { base: `/models/${relu}/`, tokenizer: `/models/${ST}/tokenizer.json`, texts: expected(relu).sentences },
+      );
+      const err = maxAbsDiff(r.rows, want);
+      if (!(err <= CPU_TOL)) throw new Error(`encdec-first max abs error ${err}`);
+      if (!/1_Pooling\/config\.json/.test(r.refused) || !/variant/.test(r.refused)) {
+        throw new Error(`without a variant: ${r.refused}`);
+      }
+      return `variant encdec-first: max abs error ${err.toExponential(2)}; without one: ${r.refused}`;
+    },
+  ],
+  [
     'fifty_concurrent_calls_all_correct',
     async () => {
       for (const worker of [false, true]) {

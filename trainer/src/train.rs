@@ -147,6 +147,7 @@ fn random_model(config: &Path, cfg: &TrainConfig, device: &Device) -> Result<Loa
         transformer_dir: config.parent().unwrap_or(Path::new(".")).to_path_buf(),
         config: t5,
         pooling: Some(variant),
+        pooling_problem: None,
         dense: Vec::new(),
         normalize: true,
         max_seq_length: max_len,

@@ -21,6 +21,10 @@ pub struct ModelLayout {
     pub config: T5Config,
     /// From the Pooling module (`mean` → enc-mean, `cls` → enc-first); `None` for a plain HF dir.
     pub pooling: Option<Variant>,
+    /// A Pooling module whose mode is unset or not a Sentence-T5 pooling (the natural layout of
+    /// an EncDec checkpoint, which sentence-transformers has no mode for): its config file and
+    /// the problem. An error only when no variant is given explicitly ([`ModelLayout::variant`]).
+    pub pooling_problem: Option<(PathBuf, String)>,
     /// Dense module folders (relative) with `(in_features, out_features, bias)`.
     pub dense: Vec<(String, (usize, usize, bool))>,
     /// A Normalize module is present (always true for a plain HF directory).
@@ -117,6 +121,7 @@ impl ModelLayout {
         let modules_path = files.path("modules.json");
         let mut transformer = None;
         let mut pooling = None;
+        let mut pooling_problem = None;
         let mut dense = Vec::new();
         let mut normalize = false;
         for m in &modules {
@@ -130,8 +135,10 @@ impl ModelLayout {
                 "Pooling" => {
                     let cfg: PoolingConfig =
                         files.json(&config)?.ok_or_else(|| required("Pooling"))?;
-                    pooling =
-                        Some(cfg.variant().map_err(|m| Error::config(files.path(&config), m))?);
+                    match cfg.variant() {
+                        Ok(v) => pooling = Some(v),
+                        Err(m) => pooling_problem = Some((files.path(&config), m)),
+                    }
                 }
                 "Dense" => {
                     let cfg: DenseConfig = files.json(&config)?.ok_or_else(|| required("Dense"))?;
@@ -165,9 +172,26 @@ impl ModelLayout {
             transformer.ok_or_else(|| Error::config(&modules_path, "no Transformer module"))?;
         let mut layout = Self::plain(files, &transformer)?;
         layout.pooling = pooling;
+        layout.pooling_problem = pooling_problem;
         layout.dense = dense;
         layout.normalize = normalize;
         Ok(layout)
+    }
+
+    /// The variant to run: `explicit` (`--variant`, the package's `variant` option) wins over
+    /// the directory's pooling; without either, a plain T5 directory is enc-mean, and a Pooling
+    /// module whose mode cannot be used is an error naming its config.
+    pub fn variant(&self, explicit: Option<Variant>) -> Result<Variant> {
+        match (explicit, self.pooling, &self.pooling_problem) {
+            (Some(v), _, _) => Ok(v),
+            (None, _, Some((path, message))) => Err(Error::config(
+                path,
+                format!(
+                    "{message}; choose a variant explicitly (--variant, or the `variant` option)"
+                ),
+            )),
+            (None, pooling, None) => Ok(pooling.unwrap_or(Variant::EncMean)),
+        }
     }
 
     /// The Transformer part: `config.json`, max length and tokenizer, looked up in the
@@ -200,6 +224,7 @@ impl ModelLayout {
             transformer_dir: files.path(transformer),
             config,
             pooling: None,
+            pooling_problem: None,
             dense: Vec::new(),
             normalize: true,
             max_seq_length: sbert.max_seq_length.or(tok_max).unwrap_or(512),
@@ -233,6 +258,45 @@ mod tests {
         for (json, want) in cases {
             let cfg: PoolingConfig = serde_json::from_str(json).unwrap();
             assert_eq!(cfg.variant().ok(), want, "{json}");
+        }
+    }
+
+    #[test]
+    fn an_explicit_variant_wins_over_the_directory() {
+        use Variant::*;
+        let problem = || Some((PathBuf::from("m/1_Pooling/config.json"), "no pooling mode".into()));
+        // (explicit, directory's pooling, pooling problem) → the variant, or None for an error
+        let cases: [(Option<Variant>, Option<Variant>, Option<(PathBuf, String)>, Option<Variant>);
+            6] = [
+            (None, None, None, Some(EncMean)),
+            (None, Some(EncFirst), None, Some(EncFirst)),
+            (Some(EncMean), Some(EncFirst), None, Some(EncMean)),
+            (Some(EncDecFirst), None, problem(), Some(EncDecFirst)),
+            (Some(EncFirst), None, problem(), Some(EncFirst)),
+            (None, None, problem(), None),
+        ];
+        for (explicit, pooling, pooling_problem, want) in cases {
+            let layout = ModelLayout {
+                transformer: String::new(),
+                transformer_dir: PathBuf::from("m"),
+                config: T5Config::default(),
+                pooling,
+                pooling_problem: pooling_problem.clone(),
+                dense: Vec::new(),
+                normalize: true,
+                max_seq_length: 8,
+                tokenizer: None,
+            };
+            let got = layout.variant(explicit);
+            assert_eq!(
+                got.as_ref().ok().copied(),
+                want,
+                "{explicit:?} {pooling:?} {pooling_problem:?}"
+            );
+            if let Err(e) = got {
+                let msg = e.to_string();
+                assert!(msg.contains("1_Pooling/config.json") && msg.contains("variant"), "{msg}");
+            }
         }
     }
 }

@@ -66,7 +66,7 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
         return Err(Error::Invalid("batch size must be at least 1".into()));
     }
     let layout = ModelLayout::read(files)?;
-    let variant = options.variant.or(layout.pooling).unwrap_or(Variant::EncMean);
+    let variant = layout.variant(options.variant)?;
     let cfg = &layout.config;
     if let (Some(limit), (name, bytes)) = (options.max_buffer_bytes, cfg.largest_weight())
         && bytes > limit
