@@ -4,10 +4,38 @@ import init from './wasm/st5_wasm.js';
 
 export * from './wasm/st5_wasm.js';
 
+// The smallest module that uses relaxed SIMD (`f32x4.relaxed_madd` on three zero vectors): it
+// validates exactly where the engine supports relaxed SIMD.
+const zeros = () => [0xfd, 0x0c, ...new Array(16).fill(0)];
+const probeBody = [0, ...zeros(), ...zeros(), ...zeros(), 0xfd, 0x85, 0x02, 0x0b];
+const RELAXED_PROBE = new Uint8Array([
+  ...[0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0], // magic, version
+  ...[1, 5, 1, 0x60, 0, 1, 0x7b], // types: () -> v128
+  ...[3, 2, 1, 0], // one function of type 0
+  ...[10, probeBody.length + 2, 1, probeBody.length, ...probeBody], // its code
+]);
+
+/**
+ * Which module this page or worker runs: `'relaxed'` (gemm's kernels on relaxed SIMD's fused
+ * multiply-add) where the engine validates relaxed SIMD, else `'simd128'`. Both give results
+ * within 1e-5 of the reference. `globalThis.__st5WasmFlavor`, set before the first load, forces
+ * one (the browser tests use it to cover both).
+ */
+export function wasmFlavor() {
+  const forced = globalThis.__st5WasmFlavor;
+  if (forced === 'relaxed' || forced === 'simd128') return forced;
+  try {
+    return WebAssembly.validate(RELAXED_PROBE) ? 'relaxed' : 'simd128';
+  } catch {
+    return 'simd128';
+  }
+}
+
 let ready;
 /** Resolves once the wasm module is instantiated. */
 export function wasm() {
-  ready ??= init({ module_or_path: new URL('./wasm/st5_wasm_bg.wasm', import.meta.url) });
+  const file = wasmFlavor() === 'relaxed' ? 'st5_wasm_relaxed_bg.wasm' : 'st5_wasm_bg.wasm';
+  ready ??= init({ module_or_path: new URL(`./wasm/${file}`, import.meta.url) });
   return ready;
 }
 

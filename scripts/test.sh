@@ -5,8 +5,9 @@
 # 2. builds the `st5` and `trainer` binaries and runs every native test in one release build
 #    (the CLI tests drive the binary; the parity tests run on flex and on wgpu);
 # 3. runs the browser tests in headless Chromium (WebGPU and CPU), through Playwright: the npm
-#    package as pkg/build.sh builds it (both wasm modules; packed, installed into a scratch app),
-#    and the demo page (www/). No other wasm build: each module is compiled once.
+#    package as pkg/build.sh builds it (its SIMD128 and relaxed-SIMD modules; packed, installed
+#    into a scratch app), and the demo page (www/). No other wasm build: each module is compiled
+#    once.
 # Prints the total.
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail

@@ -13,6 +13,7 @@
 //   bash pkg/build.sh && (cd tests/browser && npm ci)
 // Run:
 //   node tests/browser/bench-peer.mjs [--models base,st5-mini] [-n 512] [--batch 32] [--webgpu 32]
+//                                     [--flavor simd128|relaxed]
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -31,13 +32,15 @@ const names = arg('--models', 'base,st5-mini').split(',');
 const n = Number(arg('-n', 512));
 const batchSize = Number(arg('--batch', 32));
 const webgpuN = Number(arg('--webgpu', 0));
+// `--flavor simd128` runs st5's plain SIMD module even where relaxed SIMD is available.
+const flavor = arg('--flavor', undefined);
 // Each side's figure is the median of this many timed runs (the 2-core machine is noisy).
 const repeats = Number(arg('--repeats', 3));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const { app } = installPackage();
 writeIndexPage(app);
-for (const f of ['st5_wasm_bg.wasm']) {
+for (const f of ['st5_wasm_bg.wasm', 'st5_wasm_relaxed_bg.wasm']) {
   const wasm = readFileSync(join(app, 'node_modules/st5/wasm', f));
   console.log(
     `${f}: ${(wasm.length / 1e6).toFixed(2)} MB raw, ${(gzipSync(wasm, { level: 9 }).length / 1e6).toFixed(2)} MB gzipped`,
@@ -70,6 +73,7 @@ const countGpuCalls = () => {
 async function freshPage() {
   const context = await browser.newContext();
   await context.addInitScript(countGpuCalls);
+  if (flavor) await context.addInitScript((f) => (globalThis.__st5WasmFlavor = f), flavor);
   const { page } = await open(context, `${server.url}/`);
   return { page, context };
 }
@@ -165,9 +169,13 @@ async function firstEmbedding(name, device) {
 
 const cores = await (async () => {
   const { page, context } = await freshPage();
-  const c = await page.evaluate(() => ({ cores: navigator.hardwareConcurrency, coi: crossOriginIsolated }));
+  const c = await page.evaluate(async () => ({
+    cores: navigator.hardwareConcurrency,
+    coi: crossOriginIsolated,
+    flavor: (await import('/node_modules/st5/runtime.js')).wasmFlavor(),
+  }));
   await context.close();
-  console.log(`Chromium: ${c.cores} cores, crossOriginIsolated ${c.coi}; batch ${batchSize}`);
+  console.log(`Chromium: ${c.cores} cores, crossOriginIsolated ${c.coi}; st5 module ${c.flavor}; batch ${batchSize}`);
   return c.cores;
 })();
 

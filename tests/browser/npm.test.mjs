@@ -302,6 +302,39 @@ const failed = await runCases([
     },
   ],
   [
+    'cpu_matches_reference_on_both_simd_modules',
+    async () => {
+      // The page picks its module itself (relaxed SIMD where the engine validates it); a second
+      // context is forced onto the plain SIMD128 module. Both must match the reference.
+      const plain = await browser.newContext();
+      await plain.addInitScript(() => (globalThis.__st5WasmFlavor = 'simd128'));
+      const { page: plainPage } = await open(plain, `${server.url}/`);
+      const out = [];
+      for (const p of [page, plainPage]) {
+        out.push(
+          await p.evaluate(
+            async ({ url, texts }) => {
+              const m = await st5.load(url, { device: 'cpu', threads: 1 });
+              const rows = (await m.embed(texts)).map((x) => Array.from(x));
+              await m.dispose();
+              const flavor = (await import('/node_modules/st5/runtime.js')).wasmFlavor();
+              return { rows, flavor };
+            },
+            { url: `/models/${ST}/`, texts: st.sentences },
+          ),
+        );
+      }
+      await plain.close();
+      const [auto, forced] = out;
+      if (forced.flavor !== 'simd128') throw new Error(`forced module: ${forced.flavor}`);
+      if (auto.flavor !== 'relaxed')
+        throw new Error(`Chromium validates relaxed SIMD, yet the page chose ${auto.flavor}`);
+      const errs = out.map((r) => maxAbsDiff(r.rows, st.embeddings['enc-mean']));
+      if (!errs.every((e) => e <= CPU_TOL)) throw new Error(`max abs errors ${errs}`);
+      return `relaxed: max abs error ${errs[0].toExponential(2)}; simd128: ${errs[1].toExponential(2)}`;
+    },
+  ],
+  [
     'fifty_concurrent_calls_all_correct',
     async () => {
       for (const worker of [false, true]) {

@@ -514,9 +514,21 @@ pub mod simd128 {
             transmute(f32x4_add(transmute(lhs), transmute(rhs)))
         }
 
+        #[cfg(not(feature = "st5-relaxed-simd"))]
         #[inline(always)]
         pub unsafe fn mul_add(a: Pack, b: Pack, c: Pack) -> Pack {
             add(c, mul(a, b))
+        }
+
+        // st5: with the `st5-relaxed-simd` feature (the npm package's second module, chosen in
+        // browsers that validate relaxed SIMD), the product and sum are one `f32x4.relaxed_madd`,
+        // which engines lower to a fused multiply-add where the CPU has one. Only the kernels
+        // below enable `relaxed-simd`; nothing else in the module uses it.
+        #[cfg(feature = "st5-relaxed-simd")]
+        #[inline]
+        #[target_feature(enable = "simd128,relaxed-simd")]
+        pub unsafe fn mul_add(a: Pack, b: Pack, c: Pack) -> Pack {
+            transmute(f32x4_relaxed_madd(transmute(a), transmute(b), transmute(c)))
         }
 
         #[inline(always)]
@@ -538,15 +550,23 @@ pub mod simd128 {
         // broadcast RHS columns), the k loop not unrolled. V8 (Chromium 156) keeps this kernel's
         // 8 accumulators, 2 LHS vectors and broadcasts in registers; gemm's 12 x 4 tile unrolled
         // twice spills about 20 vectors to the stack per iteration, which made it ~25% slower.
-        microkernel!(["simd128"], 1, x1x1, 1, 1);
-        microkernel!(["simd128"], 1, x1x2, 1, 2);
-        microkernel!(["simd128"], 1, x1x3, 1, 3);
-        microkernel!(["simd128"], 1, x1x4, 1, 4);
+        macro_rules! kernels {
+            ($target: tt) => {
+                microkernel!([$target], 1, x1x1, 1, 1);
+                microkernel!([$target], 1, x1x2, 1, 2);
+                microkernel!([$target], 1, x1x3, 1, 3);
+                microkernel!([$target], 1, x1x4, 1, 4);
 
-        microkernel!(["simd128"], 1, x2x1, 2, 1);
-        microkernel!(["simd128"], 1, x2x2, 2, 2);
-        microkernel!(["simd128"], 1, x2x3, 2, 3);
-        microkernel!(["simd128"], 1, x2x4, 2, 4);
+                microkernel!([$target], 1, x2x1, 2, 1);
+                microkernel!([$target], 1, x2x2, 2, 2);
+                microkernel!([$target], 1, x2x3, 2, 3);
+                microkernel!([$target], 1, x2x4, 2, 4);
+            };
+        }
+        #[cfg(not(feature = "st5-relaxed-simd"))]
+        kernels!("simd128");
+        #[cfg(feature = "st5-relaxed-simd")]
+        kernels!("simd128,relaxed-simd");
 
         microkernel_fn_array! {
             [x1x1, x1x2, x1x3, x1x4,],
