@@ -166,15 +166,24 @@ fn st5_eval_end_to_end_on_a_fixture_model() {
             "--data",
             shared_data().to_str().unwrap(),
         ])
-        .args(["--tasks", "sts,transfer,sentglue,geometry", "--json", out.to_str().unwrap()])
+        .args(["--tasks", "sts,transfer,sentglue,geometry,bias", "--json", out.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(o.status.success(), "st5 eval failed: {}", String::from_utf8_lossy(&o.stderr));
     let table = String::from_utf8(o.stdout).unwrap();
     println!("{table}");
-    for needle in
-        ["STS12", "SICKR", "Avg7", "MRPC", "TREC", "GLUE-SST2", "skipped glue-cola", "alignment"]
-    {
+    for needle in [
+        "STS12",
+        "SICKR",
+        "Avg7",
+        "MRPC",
+        "TREC",
+        "GLUE-SST2",
+        "skipped glue-cola",
+        "alignment",
+        "sent-weat10",
+        "exact (12870 partitions)",
+    ] {
         assert!(table.contains(needle), "table lacks {needle}:\n{table}");
     }
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -185,6 +194,12 @@ fn st5_eval_end_to_end_on_a_fixture_model() {
     for t in r["transfer"].as_array().unwrap() {
         let acc = t["accuracy"].as_f64().unwrap();
         assert!((0.0..=100.0).contains(&acc), "{t}");
+    }
+    let bias = r["bias"].as_array().unwrap();
+    assert_eq!(bias.len(), 20);
+    for t in bias {
+        let (d, p) = (t["effect_size"].as_f64().unwrap(), t["p_value"].as_f64().unwrap());
+        assert!(d.is_finite() && d.abs() <= 2.0 && (0.0..=1.0).contains(&p), "{t}");
     }
     let _ = std::fs::remove_file(out);
 }
@@ -219,4 +234,72 @@ fn each_text_is_embedded_once_per_run() {
         pairs.iter().flat_map(|p| [&p.a, &p.b]).collect();
     assert_eq!((calls, seen, report.texts_embedded), (1, distinct.len(), distinct.len()));
     assert_eq!(report.sts.len(), 1);
+}
+
+/// WEAT against the SEAT-style reference (`tests/reference/make_weat_fixture.py`, numpy) on the
+/// same random vectors: effect size to 1e-9, and the exact permutation p-value equal (a count
+/// over the same partitions). The planted associations come out planted, the null one not.
+#[test]
+fn weat_matches_the_reference_and_finds_planted_associations() {
+    use st5_eval::bias::{PValue, weat};
+    for case in json("weat.json").as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let dim = case["dim"].as_u64().unwrap() as usize;
+        let set =
+            |k: &str| -> Vec<f32> { floats(&case[k]).into_iter().map(|v| v as f32).collect() };
+        let (x, y, a, b) = (set("x"), set("y"), set("a"), set("b"));
+        let (rx, ry, ra, rb): (Vec<&[f32]>, Vec<&[f32]>, Vec<&[f32]>, Vec<&[f32]>) = (
+            x.chunks(dim).collect(),
+            y.chunks(dim).collect(),
+            a.chunks(dim).collect(),
+            b.chunks(dim).collect(),
+        );
+        let (d, p, method) = weat(&rx, &ry, &ra, &rb);
+        let want_d = case["effect_size"].as_f64().unwrap();
+        let want_p = case["p_value"].as_f64().unwrap();
+        let partitions = case["partitions"].as_u64().unwrap();
+        assert!((d - want_d).abs() <= 1e-9, "{name}: d {d} vs reference {want_d}");
+        assert_eq!(p, want_p, "{name}: p");
+        assert_eq!(method, PValue::Exact { partitions }, "{name}");
+        if name.starts_with("planted") {
+            assert!(d > 1.0 && p < 0.01, "{name}: d {d}, p {p}");
+        } else {
+            assert!(d.abs() < 0.5 && p > 0.05, "{name}: d {d}, p {p}");
+        }
+    }
+}
+
+/// Every WEAT/SEAT file in shared/data parses, with the set sizes SOURCES.md lists.
+#[test]
+fn weat_stimuli_parse_with_their_sizes() {
+    let tests = st5_eval::bias::WeatTest::load_all(&shared_data().join("weat")).unwrap();
+    let sizes: Vec<[usize; 4]> = tests
+        .iter()
+        .map(|t| [&t.targ1, &t.targ2, &t.attr1, &t.attr2].map(|s| s.examples.len()))
+        .collect();
+    let want: [[usize; 4]; 20] = [
+        [25, 25, 25, 25],
+        [25, 25, 25, 25],
+        [32, 32, 25, 25],
+        [16, 16, 25, 25],
+        [16, 16, 8, 8],
+        [8, 8, 8, 8],
+        [8, 8, 8, 8],
+        [8, 8, 8, 8],
+        [6, 6, 7, 7],
+        [8, 8, 8, 8],
+        [350, 350, 215, 250],
+        [330, 330, 215, 250],
+        [256, 256, 215, 249],
+        [128, 128, 215, 249],
+        [128, 128, 40, 47],
+        [64, 64, 101, 112],
+        [72, 72, 80, 80],
+        [56, 56, 80, 80],
+        [18, 18, 21, 23],
+        [64, 64, 40, 47],
+    ];
+    assert_eq!(sizes, want);
+    let err = st5_eval::bias::WeatTest::load(&fixture("eval").join("weat.json")).unwrap_err();
+    assert!(err.to_string().contains("weat.json"), "{err}");
 }

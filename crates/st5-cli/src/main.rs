@@ -97,11 +97,12 @@ enum Command {
         #[arg(long)]
         tokenizer: Option<PathBuf>,
     },
-    /// Evaluate as the paper does: STS (Spearman), SentEval transfer, SentGLUE, alignment/uniformity.
+    /// Evaluate as the paper does: STS (Spearman), SentEval transfer, SentGLUE, alignment/uniformity;
+    /// and, on request, the WEAT/SEAT bias tests (`--tasks bias`).
     Eval {
         #[command(flatten)]
         model: ModelArgs,
-        /// Task groups (sts, transfer, sentglue, geometry) or single tasks (sts12, stsb, sickr, mr, trec, ...).
+        /// Task groups (sts, transfer, sentglue, geometry, bias) or single tasks (sts12, stsb, sickr, mr, trec, ...).
         #[arg(long, default_value = "sts,transfer,sentglue,geometry")]
         tasks: String,
         /// The evaluation data directory (SentEval layout, as in shared/data); default:

@@ -1,10 +1,12 @@
 //! `st5-eval`: Sentence-T5 evaluation as the paper does it (Ni et al. 2021, §5): STS12–16, STS-B
 //! and SICK-R (Spearman ×100 of cosine similarity), the SentEval transfer tasks (logistic
-//! regression on frozen embeddings), SentGLUE, and alignment/uniformity.
+//! regression on frozen embeddings), SentGLUE, alignment/uniformity, and the WEAT/SEAT bias
+//! tests ([`bias`]).
 //!
 //! [`run`] loads every requested task, embeds each distinct text once through the caller's
 //! embedding function (so it is independent of model and device), then scores.
 
+pub mod bias;
 pub mod cv;
 pub mod data;
 pub mod error;
@@ -27,18 +29,18 @@ use tasks::{
 pub const STS_TASKS: [&str; 7] = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"];
 pub const TRANSFER_TASKS: [&str; 7] = ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc"];
 
-/// Expands `sts,transfer,sentglue,geometry` (groups) and single task names, keeping order.
+/// Expands `sts,transfer,sentglue,geometry,bias` (groups) and single task names, keeping order.
 pub fn expand_tasks(spec: &str) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for t in spec.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         let names: Vec<&str> = match t {
             "sts" => STS_TASKS.to_vec(),
             "transfer" => TRANSFER_TASKS.to_vec(),
-            "sentglue" | "geometry" => vec![t],
+            "sentglue" | "geometry" | "bias" => vec![t],
             t if STS_TASKS.contains(&t) || TRANSFER_TASKS.contains(&t) => vec![t],
             other => {
                 return Err(EvalError::Invalid(format!(
-                    "unknown task `{other}` (groups: sts, transfer, sentglue, geometry; tasks: {}, {})",
+                    "unknown task `{other}` (groups: sts, transfer, sentglue, geometry, bias; tasks: {}, {})",
                     STS_TASKS.join(", "),
                     TRANSFER_TASKS.join(", ")
                 )));
@@ -76,6 +78,8 @@ pub struct Report {
     pub sentglue: Vec<ClassifyResult>,
     pub sentglue_skipped: Vec<(String, String)>,
     pub geometry: Option<Geometry>,
+    /// WEAT (words) and SEAT (sentences), in [`bias::TESTS`] order.
+    pub bias: Vec<bias::WeatResult>,
     /// Distinct texts embedded (each once, across all tasks).
     pub texts_embedded: usize,
     pub seconds_embedding: f64,
@@ -116,6 +120,11 @@ pub fn run(
     } else {
         None
     };
+    let bias = if options.tasks.iter().any(|t| t == "bias") {
+        bias::WeatTest::load_all(&data.join("weat"))?
+    } else {
+        Vec::new()
+    };
 
     // Each distinct text once, in first-seen order.
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -124,7 +133,8 @@ pub fn run(
         .iter()
         .flat_map(|t| t.texts().collect::<Vec<_>>())
         .chain(transfer.iter().chain(&sentglue).flat_map(|t| t.texts()))
-        .chain(geometry.iter().flat_map(|g| g.texts()));
+        .chain(geometry.iter().flat_map(|g| g.texts()))
+        .chain(bias.iter().flat_map(|b| b.texts()));
     for t in all {
         if !index.contains_key(t) {
             index.insert(t.to_string(), texts.len());
@@ -159,6 +169,7 @@ pub fn run(
         sentglue: glue_results,
         sentglue_skipped,
         geometry: geometry.map(|g| g.score(&table)),
+        bias: bias.iter().map(|b| b.score(&table)).collect(),
         texts_embedded: texts.len(),
         seconds_embedding,
         seconds_total: t0.elapsed().as_secs_f64(),
@@ -249,6 +260,30 @@ impl Report {
                 g.positive_pairs, g.sentences
             );
         }
+        if !self.bias.is_empty() {
+            out += "### Bias (WEAT on words, SEAT on sentences; effect size d, one-sided permutation p)\n\n";
+            out += &row(vec![
+                "test".into(),
+                "X vs Y / A vs B".into(),
+                "|X|, |Y|, |A|, |B|".into(),
+                "d".into(),
+                "p".into(),
+                "p computed".into(),
+            ]);
+            out += &sep(6);
+            for r in &self.bias {
+                let sizes = r.sizes.map(|n| n.to_string()).join(", ");
+                out += &row(vec![
+                    r.name.clone(),
+                    r.sets.clone(),
+                    sizes,
+                    format!("{:.2}", r.effect_size),
+                    format!("{:.2e}", r.p_value),
+                    r.method.to_string(),
+                ]);
+            }
+            out += "\n";
+        }
         out += &format!(
             "{} distinct texts embedded in {:.1} s; total {:.1} s\n",
             self.texts_embedded, self.seconds_embedding, self.seconds_total
@@ -263,10 +298,11 @@ mod tests {
 
     #[test]
     fn task_specs_expand_and_dedupe() {
-        let cases: [(&str, Option<usize>); 6] = [
+        let cases: [(&str, Option<usize>); 7] = [
             ("sts", Some(7)),
             ("transfer", Some(7)),
             ("sts,transfer,sentglue,geometry", Some(16)),
+            ("bias,sts12,bias", Some(2)),
             ("mr,mr,sts12,sts", Some(8)),
             ("", Some(0)),
             ("sts,bogus", None),
