@@ -13,12 +13,12 @@ use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer, OptimizerRecord
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use st5_core::host::{embed_ids, scalar, to_host};
-use st5_core::loader::{Loaded, load};
+use st5_core::loader::{Loaded, load_dir};
 use st5_core::save::{SaveOptions, save_sentence_transformers};
 use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::{
-    Backend, DEFAULT_BATCH_SIZE, Dir, FileBytes, LoadOptions, SentenceT5, Variant, WeightDtype,
+    Backend, DEFAULT_BATCH_SIZE, FileBytes, LoadOptions, SentenceT5, Variant, WeightDtype,
 };
 
 use crate::config::{OptimizerKind, StageConfig, TrainConfig, TrainDevice};
@@ -214,10 +214,8 @@ impl Run {
             // A bare T5 config.json: a randomly initialised model (seeded), for training from scratch.
             base.seed(cfg.seed);
             random_model(&source, &cfg, &ad)?
-        } else if source.is_dir() {
-            load(&Dir(source.clone()), &options, &ad)?
         } else {
-            return Err(st5_core::Error::layout(&source, "model directory not found").into());
+            load_dir(&source, &options, &ad)?
         };
         if model.variant == Variant::EncDecFirst {
             // Refused before training, not at export: sentence-transformers has no pooling for

@@ -7,11 +7,11 @@ use burn::tensor::{Device, Int, Tensor};
 
 use crate::batch::plan_batches;
 use crate::error::{Error, Result};
-use crate::files::{Dir, ModelFiles};
+use crate::files::ModelFiles;
 use crate::host::{embed_ids, to_host, upload_ids};
 use crate::layout::ModelLayout;
 pub use crate::loader::{DEFAULT_BATCH_SIZE, LoadOptions};
-use crate::loader::{Loaded, load};
+use crate::loader::{Loaded, load, load_dir};
 use crate::model::{SentenceT5, Variant};
 use crate::tokenizer::T5Tokenizer;
 use crate::weights::LoadReport;
@@ -60,10 +60,7 @@ pub struct Embedder {
 impl Embedder {
     /// Loads a sentence-transformers or Hugging Face T5 directory onto `device`.
     pub fn load(dir: &Path, options: &LoadOptions, device: &Device) -> Result<Self> {
-        if !dir.is_dir() {
-            return Err(Error::layout(dir, "model directory not found"));
-        }
-        Self::load_from(&Dir(dir.to_path_buf()), options, device)
+        Self::from_loaded(load_dir(dir, options, device)?, options, device)
     }
 
     /// Loads a model from any [`ModelFiles`] (a directory, or files held in memory).
@@ -72,7 +69,11 @@ impl Embedder {
         options: &LoadOptions,
         device: &Device,
     ) -> Result<Self> {
-        let Loaded { model, tokenizer, report, layout, .. } = load(files, options, device)?;
+        Self::from_loaded(load(files, options, device)?, options, device)
+    }
+
+    fn from_loaded(loaded: Loaded, options: &LoadOptions, device: &Device) -> Result<Self> {
+        let Loaded { model, tokenizer, report, layout, .. } = loaded;
         Ok(Self {
             model,
             tokenizer,

@@ -3,14 +3,14 @@
 //! (missing, mis-shaped, unused), the Dense chain's widths and the device's buffer limit.
 //! [`crate::Embedder`] wraps the result for embedding.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use burn::tensor::Device;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
-use crate::files::{FileBytes, ModelFiles, join};
+use crate::files::{Dir, FileBytes, ModelFiles, join};
 use crate::layout::ModelLayout;
 use crate::model::{HeadConfig, SentenceT5, Variant};
 use crate::tokenizer::T5Tokenizer;
@@ -58,6 +58,14 @@ pub struct Loaded {
     /// with missing or mis-shaped tensors is an error.
     pub report: LoadReport,
     pub layout: ModelLayout,
+}
+
+/// Loads the model directory `dir` onto `device`; a missing directory is named.
+pub fn load_dir(dir: &Path, options: &LoadOptions, device: &Device) -> Result<Loaded> {
+    if !dir.is_dir() {
+        return Err(Error::layout(dir, "model directory not found"));
+    }
+    load(&Dir(dir.to_path_buf()), options, device)
 }
 
 /// Loads the model in `files` onto `device`.

@@ -276,6 +276,10 @@ mod tests {
         }
     }
 
+    fn rows(v: &[Vec<f32>]) -> Vec<&[f32]> {
+        v.iter().map(Vec::as_slice).collect()
+    }
+
     /// Unit vectors in 2-D at angle `t`.
     fn at(t: f64) -> Vec<f32> {
         vec![t.cos() as f32, t.sin() as f32]
@@ -287,9 +291,6 @@ mod tests {
         let (a, b) = (at(0.0), at(std::f64::consts::FRAC_PI_2));
         let xs = [at(0.1), at(0.2)];
         let ys = [at(1.4), at(1.5)];
-        fn rows(v: &[Vec<f32>]) -> Vec<&[f32]> {
-            v.iter().map(Vec::as_slice).collect()
-        }
         let (d, p, method) = weat(&rows(&xs), &rows(&ys), &[&a], &[&b]);
         let s = |t: f64| t.cos() - t.sin();
         let all = [s(0.1), s(0.2), s(1.4), s(1.5)];
@@ -313,9 +314,6 @@ mod tests {
         let xs: Vec<Vec<f32>> = (0..30).map(|i| at(0.1 + 0.01 * i as f64)).collect();
         let ys: Vec<Vec<f32>> = (0..30).map(|i| at(1.3 + 0.01 * i as f64)).collect();
         let (a, b) = (at(0.0), at(std::f64::consts::FRAC_PI_2));
-        fn rows(v: &[Vec<f32>]) -> Vec<&[f32]> {
-            v.iter().map(Vec::as_slice).collect()
-        }
         let first = weat(&rows(&xs), &rows(&ys), &[&a], &[&b]);
         assert_eq!(first.2, PValue::Sampled { samples: SAMPLES, seed: SEED });
         assert_eq!(first.1, 1.0 / (1 + SAMPLES) as f64);
