@@ -549,6 +549,84 @@ const failed = await runCases([
       return msgs.join(' | ');
     },
   ],
+  [
+    'hostile_text_has_defined_results',
+    async () => {
+      // tests/hostile.rs has the native cases; here the ones only JS can send (lone surrogates)
+      // and the same edge cases through the package, on the CPU pool.
+      const r = await page.evaluate(async (url) => {
+        const m = await st5.load(url, { device: 'cpu' });
+        const flat = (rows) => rows.map((x) => Array.from(x));
+        const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+        const unit = (rows) => rows.every((x) => Math.abs(Math.hypot(...x) - 1) < 1e-4 && x.every(Number.isFinite));
+        const out = {};
+        // Lone surrogates cross into Rust as U+FFFD (TextEncoder's replacement), so they embed as it.
+        const s = flat(await m.embed(['a\uD800b', 'a\uFFFDb', '\uDC00', '\uFFFD', 'x\uDBFF']));
+        out.surrogates = same(s[0], s[1]) && same(s[2], s[3]) && unit(s);
+        const nul = flat(await m.embed(['nul\0inside', 'nul', '\0']));
+        out.nul = !same(nul[0], nul[1]) && unit(nul);
+        // One character of every general category (Cs: a lone surrogate), alone and inside words.
+        const cats = 'Aßǅʰ中\u0301\u0903\u20DD٣Ⅻ½_—()«»!∑€^😀\u3000\u2028\u2029\u0007\u200D\uE000\u0378\uD800';
+        const chars = [...cats];
+        const odd = flat(await m.embed([...chars, ...chars.map((c) => `a${c}b ${c}${c} end`), cats, '']));
+        out.categories = odd.length === 2 * chars.length + 2 && unit(odd);
+        out.nCategories = chars.length;
+        const big = 'the quick brown fox jumps over the lazy dog '.repeat(24000);
+        const b = flat(await m.embed([big, big.slice(0, 2000)]));
+        out.megabyte = big.length >= 2 ** 20 && same(b[0], b[1]);
+        const many = Array.from({ length: 100000 }, (_, i) => `item ${i}`);
+        const t0 = performance.now();
+        const all = await m.embedFlat(many);
+        out.manyMs = performance.now() - t0;
+        const spot = flat(await m.embed([many[0], many[31337], many[99999]]));
+        const dim = m.dim;
+        out.many =
+          all.length === 100000 * dim &&
+          [0, 31337, 99999].every((i, k) => same(Array.from(all.subarray(i * dim, (i + 1) * dim)), spot[k]));
+        await m.dispose();
+        return out;
+      }, `/models/${ST}/`);
+      const bad = Object.entries(r).filter(([, ok]) => ok === false);
+      if (bad.length) throw new Error(`failed: ${bad.map(([k]) => k)}; ${JSON.stringify(r)}`);
+      return `lone surrogates = U+FFFD, NUL kept, ${r.nCategories} categories, 1 MB = its prefix, 100,000 texts in ${(r.manyMs / 1000).toFixed(1)} s`;
+    },
+  ],
+  [
+    'damaged_tokenizer_is_refused_and_the_module_keeps_working',
+    async () => {
+      const r = await page.evaluate(async (base) => {
+        const names = [
+          'config.json',
+          'model.safetensors',
+          'modules.json',
+          'sentence_bert_config.json',
+          '1_Pooling/config.json',
+          '2_Dense/config.json',
+          '2_Dense/model.safetensors',
+          '3_Normalize/config.json',
+        ];
+        const files = new Map();
+        for (const n of names) files.set(n, new Uint8Array(await (await fetch(base + n)).arrayBuffer()));
+        const tok = await (await fetch(base + 'tokenizer.json')).json();
+        const steps = tok.normalizer.type === 'Precompiled' ? [tok.normalizer] : tok.normalizer.normalizers;
+        const pre = steps.find((x) => x.type === 'Precompiled');
+        // Cut the charsmap mid-trie: the tokenizers crate panicked on this (a trap, in wasm).
+        pre.precompiled_charsmap = btoa(atob(pre.precompiled_charsmap).slice(0, 1000));
+        files.set('tokenizer.json', new TextEncoder().encode(JSON.stringify(tok)));
+        const refused = await st5.load(files, { device: 'cpu', threads: 1 }).then(
+          () => 'loaded',
+          (e) => `${e.code}: ${e.message}`,
+        );
+        const m = await st5.load(base, { device: 'cpu', threads: 1 });
+        const rows = await m.embed(['still works']);
+        await m.dispose();
+        return { refused, ok: rows.length === 1 };
+      }, `/models/${ST}/`);
+      if (!/tokenizer\.json/.test(r.refused) || !/precompiled_charsmap/.test(r.refused) || !r.ok)
+        throw new Error(JSON.stringify(r));
+      return r.refused;
+    },
+  ],
 ]);
 
 await browser.close();

@@ -18,6 +18,7 @@
 //! - [`index`]: [`VectorIndex`], exact top-k search over vectors kept on the device.
 
 pub mod batch;
+pub mod charsmap;
 pub mod checkpoint;
 pub mod config;
 pub mod device;

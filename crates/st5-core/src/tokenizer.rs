@@ -20,15 +20,15 @@ pub struct T5Tokenizer {
 impl T5Tokenizer {
     /// Loads `tokenizer.json` with truncation at `max_len` tokens (`</s>` included).
     pub fn from_file(path: &Path, max_len: usize) -> Result<Self> {
-        let err = |source| Error::Tokenizer { path: path.into(), source };
-        let mut inner = Tokenizer::from_file(path).map_err(err)?;
-        Self::configure(&mut inner, max_len).map_err(err)?;
-        Ok(Self { inner, path: path.into(), max_len })
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Self::from_bytes(&bytes, max_len, path.into())
     }
 
     /// Loads from the bytes of a `tokenizer.json` (in-memory files); `path` names it in errors.
     pub fn from_bytes(bytes: &[u8], max_len: usize, path: PathBuf) -> Result<Self> {
         let err = |source| Error::Tokenizer { path: path.clone(), source };
+        // Checked first: the tokenizers crate panics on a damaged charsmap (charsmap.rs).
+        crate::charsmap::check_normalizer(bytes).map_err(|m| err(m.into()))?;
         let mut inner = Tokenizer::from_bytes(bytes).map_err(err)?;
         Self::configure(&mut inner, max_len).map_err(err)?;
         Ok(Self { inner, path, max_len })
