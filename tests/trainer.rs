@@ -564,3 +564,50 @@ fn distill_stage_learns_the_teacher() {
         workspace_bin("st5").is_file() && dir.join("model/2_Dense/model.safetensors").is_file()
     );
 }
+
+/// ST5-EncDec trains (the tiny config with `variant = "encdec-first"`), and the directory it
+/// writes (decoder included, pooling mode `st5_encdec_first`) loads back without a `--variant`
+/// as encdec-first and embeds exactly as the trained model did in memory.
+#[test]
+fn encdec_first_trains_and_loads_back_identically() {
+    use burn::module::Module;
+    use st5_core::host::{embed_ids, to_host};
+    use st5_core::{Embedder, LoadOptions, Variant};
+    let dir = scratch_dir("tiny-encdec");
+    let config = tiny_config(
+        &dir,
+        &[
+            ("variant = \"enc-mean\"", "variant = \"encdec-first\"\nsave_dtype = \"f32\""),
+            ("steps = 20", "steps = 4"),
+            ("steps = 20", "steps = 4"),
+        ],
+    );
+    let cfg = st5_trainer::config::TrainConfig::from_file(&config).unwrap();
+    let (mut run, state) = st5_trainer::train::Run::new(cfg, false).unwrap();
+    run.train(state, |_| {}).unwrap();
+    run.export("tiny EncDec run".into()).unwrap();
+
+    let saved = dir.join("model");
+    let pooling = std::fs::read_to_string(saved.join("1_Pooling/config.json")).unwrap();
+    assert!(pooling.contains("st5_encdec_first"), "{pooling}");
+    let loaded = Embedder::load(&saved, &LoadOptions::default(), &Device::flex()).unwrap();
+    assert_eq!(loaded.variant(), Variant::EncDecFirst);
+    let texts = ["A man is playing a guitar.", "A dog runs in the park.", "Two"];
+    let from_disk = loaded.embed(&texts).unwrap();
+    let ids = loaded.tokenizer().encode_batch(&texts).unwrap();
+    let seqs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+    let in_memory = to_host(embed_ids(&run.model.valid(), &seqs, &Device::flex()).try_into_data());
+    assert_eq!(from_disk.data, in_memory.unwrap(), "saved EncDec model embeds differently");
+
+    // The decoder was trained and saved: its weights moved away from the starting fixture's.
+    let decoder = |dir: &Path| -> Vec<f32> {
+        let ckpt = st5_core::checkpoint::Checkpoint::from_buffers(vec![(
+            dir.join("model.safetensors"),
+            std::fs::read(dir.join("model.safetensors")).unwrap().into(),
+        )])
+        .unwrap();
+        ckpt.to_f32("decoder.block.0.layer.1.EncDecAttention.q.weight").unwrap()
+    };
+    let start = decoder(&repo_root().join("tests/fixtures/hf-t5-relu-f16"));
+    assert_ne!(decoder(&saved), start);
+}

@@ -217,14 +217,6 @@ impl Run {
         } else {
             load_dir(&source, &options, &ad)?
         };
-        if model.variant == Variant::EncDecFirst {
-            // Refused before training, not at export: sentence-transformers has no pooling for
-            // the first decoder output, so the result could not be saved.
-            return Err(Error::Config {
-                path: source.clone(),
-                message: "variant encdec-first cannot be written as a sentence-transformers directory; train enc-mean or enc-first".into(),
-            });
-        }
         let config_path = if source.is_file() {
             source.clone()
         } else {

@@ -42,6 +42,10 @@ struct ModuleEntry {
     kind: String,
 }
 
+/// The `pooling_mode` st5 writes in `1_Pooling/config.json` for an ST5-EncDec model (the first
+/// decoder output). It is not a sentence-transformers mode.
+pub const ENCDEC_POOLING_MODE: &str = "st5_encdec_first";
+
 /// `1_Pooling/config.json` in either sentence-transformers format: v5+ (`pooling_mode`) or the
 /// older boolean flags (`pooling_mode_mean_tokens`, ...).
 #[derive(Deserialize, Default)]
@@ -80,6 +84,9 @@ impl PoolingConfig {
         match modes.as_slice() {
             ["mean"] | ["mean_tokens"] => Ok(Variant::EncMean),
             ["cls"] | ["cls_token"] => Ok(Variant::EncFirst),
+            // st5's own mode for the first decoder output (save.rs writes it for encdec-first
+            // models); sentence-transformers has none, so Python refuses such a directory.
+            [ENCDEC_POOLING_MODE] => Ok(Variant::EncDecFirst),
             [] => Err("no pooling mode is set".into()),
             other => Err(format!(
                 "pooling mode {other:?} is not a Sentence-T5 pooling (expected mean or cls)"
@@ -239,10 +246,11 @@ mod tests {
 
     #[test]
     fn pooling_configs() {
-        let cases: [(&str, Option<Variant>); 8] = [
+        let cases: [(&str, Option<Variant>); 9] = [
             (r#"{"pooling_mode": "mean"}"#, Some(Variant::EncMean)),
             (r#"{"pooling_mode": "cls"}"#, Some(Variant::EncFirst)),
             (r#"{"pooling_mode": "max"}"#, None),
+            (r#"{"pooling_mode": "st5_encdec_first"}"#, Some(Variant::EncDecFirst)),
             (r#"{"pooling_mode": "mean+cls"}"#, None),
             (
                 r#"{"word_embedding_dimension": 768, "pooling_mode_mean_tokens": true}"#,

@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
 use crate::host::to_host;
+use crate::layout::ENCDEC_POOLING_MODE;
 use crate::loader::{LoadOptions, load};
 use crate::model::{SentenceT5, Variant};
 use crate::names::checkpoint_name;
@@ -140,18 +141,15 @@ fn minify_json(text: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Saves `model` (an `enc-mean` or `enc-first` model) to `dir`, replacing what is there only
-/// once everything is written.
+/// Saves `model` to `dir` in the sentence-transformers layout, replacing what is there only once
+/// everything is written. An `encdec-first` model keeps its decoder in `model.safetensors` (the
+/// Hugging Face T5 names) and gets the pooling mode [`ENCDEC_POOLING_MODE`], which st5 loads
+/// back as `encdec-first` and Python sentence-transformers refuses (it has no such pooling).
 pub fn save_sentence_transformers(
     model: &SentenceT5,
     dir: &Path,
     options: &SaveOptions<'_>,
 ) -> Result<()> {
-    if model.variant == Variant::EncDecFirst {
-        return Err(Error::Invalid(
-            "sentence-transformers has no pooling for the first decoder output: save enc-mean or enc-first models".into(),
-        ));
-    }
     let mut collect = Collect::default();
     model.visit(&mut collect);
     if let Some((name, e)) = collect.failed {
@@ -159,8 +157,12 @@ pub fn save_sentence_transformers(
     }
     let mut t5 = BTreeMap::new();
     let mut dense: BTreeMap<usize, BTreeMap<String, (Vec<usize>, Vec<f32>)>> = BTreeMap::new();
+    let mut decoder_embed = None;
     for (path, shape, values) in collect.tensors {
-        if let Some(rest) = path.strip_prefix("t5.") {
+        if path == "t5.decoder.embed_tokens" {
+            // Written below: under `shared.weight` with the encoder's only if the two are equal.
+            decoder_embed = Some((shape, values));
+        } else if let Some(rest) = path.strip_prefix("t5.") {
             let (name, flip) = checkpoint_name(rest, shape.len());
             let (shape, values) = if flip {
                 (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1]))
@@ -184,6 +186,19 @@ pub fn save_sentence_transformers(
         } else {
             return Err(Error::Invalid(format!("unexpected parameter {path}")));
         }
+    }
+    // Each stack trains its own token embeddings (the encoder's is `shared.weight`). Once an
+    // EncDec run has moved them apart, the decoder's is kept under its own name, which the loader
+    // prefers to the shared one (names::TIED), so the model loads back as it was trained.
+    if let Some(embed) = decoder_embed
+        && t5.get("shared.weight") != Some(&embed)
+    {
+        let name = if t5.contains_key("shared.weight") {
+            "decoder.embed_tokens.weight"
+        } else {
+            "shared.weight"
+        };
+        t5.insert(name.to_string(), embed);
     }
 
     let staging = staging_dir(dir);
@@ -222,18 +237,22 @@ pub fn save_sentence_transformers(
             json!({ "model_max_length": options.max_seq_length, "tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>" }),
         ),
     )?;
-    let mean = model.variant == Variant::EncMean;
-    write(
-        &staging,
-        "1_Pooling/config.json",
-        &json_bytes(json!({
-            "word_embedding_dimension": d_model,
-            "pooling_mode_cls_token": !mean,
-            "pooling_mode_mean_tokens": mean,
-            "pooling_mode_max_tokens": false,
-            "pooling_mode_mean_sqrt_len_tokens": false,
-        })),
-    )?;
+    let pooling = match model.variant {
+        Variant::EncDecFirst => {
+            json!({ "word_embedding_dimension": d_model, "pooling_mode": ENCDEC_POOLING_MODE })
+        }
+        variant => {
+            let mean = variant == Variant::EncMean;
+            json!({
+                "word_embedding_dimension": d_model,
+                "pooling_mode_cls_token": !mean,
+                "pooling_mode_mean_tokens": mean,
+                "pooling_mode_max_tokens": false,
+                "pooling_mode_mean_sqrt_len_tokens": false,
+            })
+        }
+    };
+    write(&staging, "1_Pooling/config.json", &json_bytes(pooling))?;
     let mut modules = vec![
         json!({ "idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer" }),
         json!({ "idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling" }),
