@@ -90,12 +90,17 @@ export function clearCache(): Promise<void>;
 /**
  * Errors from the wasm core carry a `code`: `'device'` (a lost GPU device or failed read-back:
  * `load`'s model re-runs the call on the CPU by itself), `'limit'` (one tensor would exceed the
- * device's buffer limit), `'model'` (bad files or input). Input of the wrong type is a
- * `TypeError` without a code.
+ * device's buffer limit), `'model'` (bad files or input), `'internal'` (a bug in st5: the wasm
+ * core panicked; `message` holds the panic's message and `call` the call that hit it). An internal
+ * error never falls back to the CPU; the model loads itself again on a fresh wasm instance (a
+ * fresh worker for `loadInWorker`) at its next call, and a `SearchIndex` made before it must be
+ * opened again. Input of the wrong type is a `TypeError` without a code.
  */
-export type ErrorCode = 'device' | 'limit' | 'model';
+export type ErrorCode = 'device' | 'limit' | 'model' | 'internal';
 export interface St5Error extends Error {
   code?: ErrorCode;
+  /** For `'internal'`: the call that hit the panic (`'embed'`, `'load'`, `'SearchIndex.search'`, ...). */
+  call?: string;
 }
 
 export interface IndexOptions {

@@ -6,11 +6,13 @@
 import {
   CallQueue,
   MODEL_FACTS,
-  Model as WasmModel,
   autoDevice,
   defineFacts,
-  FilePlanner,
   fingerprint,
+  PANIC_FOR_TEST,
+  generation,
+  glue,
+  guard,
   rejectUnlessTexts,
   rows,
   wasm,
@@ -37,10 +39,9 @@ export async function load(source, options = {}) {
   const { device = 'auto', onProgress, cache = true, threads, ...modelOptions } = options;
   const started = performance.now();
   await wasm();
-  const getFiles = isUrl(source)
-    ? () => fetchModelFiles(source, { cache, onProgress, FilePlanner })
-    : () => memoryFiles(source);
-  const { files, label } = await getFiles();
+  const { files, label } = isUrl(source)
+    ? await fetchModelFiles(source, { cache, onProgress, FilePlanner: glue().FilePlanner })
+    : await memoryFiles(source);
   // Web Crypto hashes a copy of each file off the main thread: beside the model's construction
   // for small models, where the time matters; before it for large ones, where the memory does
   // (the copy is gone before wasm takes its own).
@@ -48,11 +49,14 @@ export async function load(source, options = {}) {
   if (weightBytes(files) > HASH_BEFORE_LOAD_BYTES) await id;
   const wanted = device !== 'auto' ? device : webgpuFailed ? 'cpu' : await autoDevice();
   onProgress?.({ stage: 'init', device: wanted });
-  const inner = await WasmModel.load(files, { ...modelOptions, device: wanted }, label);
+  const inner = await loadInner(files, { ...modelOptions, device: wanted }, label);
   onProgress?.({ stage: 'ready', device: inner.device, ms: performance.now() - started });
-  // For a URL the files are read again (from the cache) only if WebGPU fails; in-memory
-  // sources are the caller's own objects, so holding them costs nothing extra.
-  const reload = isUrl(source) ? () => fetchModelFiles(source, { cache, FilePlanner }) : () => memoryFiles(source);
+  // For a URL the files are read again (from the cache) only if WebGPU fails or the module
+  // traps; in-memory sources are the caller's own objects, so holding them costs nothing extra.
+  const reload = async () => {
+    await wasm();
+    return isUrl(source) ? fetchModelFiles(source, { cache, FilePlanner: glue().FilePlanner }) : memoryFiles(source);
+  };
   const model = new Model(inner, reload, modelOptions, await id);
   const workers = threads ?? defaultThreads(weightBytes(files));
   if (inner.device !== 'cpu' || !(workers > 1) || typeof Worker === 'undefined') return model;
@@ -69,22 +73,36 @@ const HASH_BEFORE_LOAD_BYTES = 64 * 2 ** 20;
 const weightBytes = (files) =>
   [...files].reduce((n, [name, bytes]) => n + (/\.(safetensors|bin)$/.test(name) ? bytes.byteLength : 0), 0);
 
-/** True for failures of the GPU itself (lost device, failed read-back), not of the input. */
-const isDeviceFailure = (err) => err?.code === 'device' || err instanceof WebAssembly.RuntimeError;
+/** The wasm core's `Model.load`, on the live instance (`wasm()` must have resolved). */
+const loadInner = (files, options, label) => guard('load', () => glue().Model.load(files, options, label));
+
+/** True for failures of the GPU itself (lost device, failed read-back), not of the input or of
+ * st5: a trap is an `'internal'` error and never falls back. */
+const isDeviceFailure = (err) => err?.code === 'device';
 
 /** A loaded model. Calls are queued: any number may be in flight, and each gets its own result. */
 export class Model {
   #inner;
+  #generation = generation();
+  #facts;
   #calls = new CallQueue();
   #reload;
   #options;
 
   constructor(inner, reload, options, fingerprint) {
-    this.#inner = inner;
+    this.#setInner(inner);
     this.#reload = reload;
     this.#options = options;
     /** SHA-256 over the model's files: what a saved index is keyed by. */
     this.fingerprint = fingerprint;
+  }
+
+  // Read once per wasm model: after a trap the wasm object cannot answer, but the facts stand.
+  #setInner(inner) {
+    this.#inner = inner;
+    this.#generation = generation();
+    const { device, dim, maxSeqLength, variant } = inner;
+    this.#facts = { device, dim, maxSeqLength, variant };
   }
 
   /** `'webgpu'` or `'cpu'`; becomes `'cpu'` after a WebGPU failure. */
@@ -110,12 +128,18 @@ export class Model {
 
   /** The batches `embed` would run for `texts`, as arrays of text indices. */
   planBatches(texts) {
-    return this.#live().planBatches(texts);
+    this.#live();
+    if (this.#generation !== generation()) {
+      throw Object.assign(new Error('st5: the wasm module trapped; this model reloads on its next embed'), {
+        code: 'internal',
+      });
+    }
+    return this.#inner.planBatches(texts);
   }
 
   #live() {
     if (!this.#inner) throw new Error('st5: this model has been disposed');
-    return this.#inner;
+    return this.#facts;
   }
 
   /**
@@ -137,12 +161,21 @@ export class Model {
     return this.#calls.embed(texts, (t) => this.#embedNow(t));
   }
 
+  /** The wasm model, loaded again on a fresh instance if the one it lived in has trapped. */
+  async #current() {
+    this.#live();
+    if (this.#generation !== generation()) {
+      const { files, label } = await this.#reload();
+      this.#setInner(await loadInner(files, { ...this.#options, device: this.#facts.device }, label));
+    }
+    return this.#inner;
+  }
+
   async #embedNow(texts) {
-    const inner = this.#live();
+    const inner = await this.#current();
     if (texts.length === 0) return new Float32Array(0);
-    let flat;
     try {
-      flat = await inner.embed(texts);
+      return await guard('embed', () => inner.embed(texts));
     } catch (err) {
       if (inner.device !== 'webgpu' || !isDeviceFailure(err)) throw err;
       console.warn(
@@ -150,22 +183,29 @@ export class Model {
       );
       webgpuFailed = true;
       const { files, label } = await this.#reload();
-      const cpu = await WasmModel.load(files, { ...this.#options, device: 'cpu' }, label);
+      const cpu = await loadInner(files, { ...this.#options, device: 'cpu' }, label);
       try {
         inner.free();
       } catch {
         // a model whose device is gone may not free cleanly; it is unreachable either way
       }
-      this.#inner = cpu;
-      flat = await cpu.embed(texts);
+      this.#setInner(cpu);
+      return guard('embed', () => cpu.embed(texts));
     }
-    return flat;
+  }
+
+  /** Makes the wasm core panic, as a bug would (the tests of what follows a trap use it). */
+  [PANIC_FOR_TEST]() {
+    return this.#calls.embed([], async () => {
+      await this.#current();
+      return guard('panicForTest', () => glue().panicForTest());
+    });
   }
 
   /** Frees the model's memory once queued calls have finished. */
   async dispose() {
     await this.#calls.idle();
-    this.#inner?.free();
+    if (this.#generation === generation()) this.#inner?.free();
     this.#inner = null;
   }
 }
@@ -182,48 +222,74 @@ export function loadInWorker(source, options = {}) {
 
 /** Starts a worker (worker.js) and loads `source` there; resolves once it is ready. */
 async function startWorker(source, options, onProgress) {
-  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-  const model = new WorkerModel(worker, onProgress);
-  try {
-    await model.call('load', { source, options });
-  } catch (err) {
-    worker.terminate();
-    throw err;
-  }
+  const model = new WorkerModel(source, options, onProgress);
+  await model.start();
   return model;
 }
 
+/** A model in a Web Worker. After an internal error (a trap in the worker's wasm) the next call
+ * starts a fresh worker, which loads the model again; the trapped one is terminated. */
 class WorkerModel {
-  #worker;
+  #worker = null;
   #next = 0;
   #pending = new Map();
   #state = {};
+  #source;
+  #options;
+  #onProgress;
+  #restart = null;
+  #disposed = false;
 
-  constructor(worker, onProgress) {
-    this.#worker = worker;
+  constructor(source, options, onProgress) {
+    this.#source = source;
+    this.#options = options;
+    this.#onProgress = onProgress;
+  }
+
+  /** Starts the worker and loads the model there. */
+  async start() {
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
     worker.onmessage = ({ data }) => {
-      if (data.progress) return onProgress?.(data.progress);
+      if (data.progress) return this.#onProgress?.(data.progress);
       if (data.warn) return console.warn(data.warn);
       const p = this.#pending.get(data.id);
       this.#pending.delete(data.id);
       if (data.state) this.#state = data.state;
-      if (data.error) p?.reject(Object.assign(new Error(data.error.message), { code: data.error.code }));
-      else p?.resolve(data.result);
+      if (!data.error) return p?.resolve(data.result);
+      const { message, code, call } = data.error;
+      if (code === 'internal') this.#restart ??= worker;
+      p?.reject(Object.assign(new Error(message), { code, call }));
     };
     worker.onerror = (e) => {
       const err = new Error(`st5 worker: ${e.message || 'failed to start'}`);
       for (const p of this.#pending.values()) p.reject(err);
       this.#pending.clear();
     };
+    this.#worker = worker;
+    try {
+      await this.#post('load', { source: this.#source, options: this.#options });
+    } catch (err) {
+      worker.terminate();
+      throw err;
+    }
   }
 
-  call(op, args, transfer = []) {
-    if (!this.#worker) return Promise.reject(new Error('st5: this model has been disposed'));
+  #post(op, args, transfer = []) {
     const id = this.#next++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       this.#worker.postMessage({ id, op, ...args }, transfer);
     });
+  }
+
+  async call(op, args, transfer = []) {
+    if (this.#disposed) throw new Error('st5: this model has been disposed');
+    if (this.#restart === this.#worker) {
+      this.#worker.terminate();
+      this.#restart = null;
+      await this.start();
+    }
+    return this.#post(op, args, transfer);
   }
 
   // device, dim, maxSeqLength, variant, fingerprint, threads: as the worker last reported them.
@@ -241,10 +307,15 @@ class WorkerModel {
     return rejectUnlessTexts(texts) ?? this.call('embed', { texts });
   }
 
+  /** As `Model`'s, in the worker. */
+  [PANIC_FOR_TEST]() {
+    return this.call('panicForTest', {});
+  }
+
   async dispose() {
-    if (!this.#worker) return;
-    await this.call('dispose', {});
+    if (this.#disposed) return;
+    this.#disposed = true;
+    if (this.#restart !== this.#worker) await this.#post('dispose', {});
     this.#worker.terminate();
-    this.#worker = null;
   }
 }

@@ -18,7 +18,7 @@
 // batches are coarse (tens of ms each), so message passing costs little. The price is memory:
 // each worker holds its own copy of the weights, which `defaultThreads` caps.
 
-import { CallQueue, defineFacts, rows } from './runtime.js';
+import { CallQueue, PANIC_FOR_TEST, defineFacts, rows } from './runtime.js';
 
 // The workers' copies of the weights by default, in bytes (the page's own copy not counted).
 const WORKER_WEIGHT_BUDGET = 1 << 30;
@@ -183,6 +183,11 @@ export class PoolModel {
     this.#wake = null;
     if (failure) throw failure;
     return out;
+  }
+
+  /** As `Model`'s: a panic in the page's own model. */
+  [PANIC_FOR_TEST]() {
+    return this.#page[PANIC_FOR_TEST]();
   }
 
   /** Frees the page's model and ends every worker once queued calls have finished. */

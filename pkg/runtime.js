@@ -1,8 +1,7 @@
-// The wasm module, instantiated once per page or worker, shared by the model and the index.
+// The wasm module, instantiated once per page or worker, shared by the model and the index, and
+// instantiated again after a trap (a Rust panic aborts the instance; see `guard`).
 
-import init from './wasm/st5_wasm.js';
-
-export * from './wasm/st5_wasm.js';
+import * as firstGlue from './wasm/st5_wasm.js';
 
 // The smallest module that uses relaxed SIMD (`f32x4.relaxed_madd` on three zero vectors): it
 // validates exactly where the engine supports relaxed SIMD.
@@ -32,11 +31,72 @@ export function wasmFlavor() {
 }
 
 let ready;
-/** Resolves once the wasm module is instantiated. */
+let current = null;
+let exports = null;
+let instances = 0;
+let traps = 0;
+/**
+ * Resolves to the wasm-bindgen glue of the live instance (its classes: `Model`, `Index`,
+ * `FilePlanner`), instantiating the module on the first call and again after a trap.
+ */
 export function wasm() {
-  const file = wasmFlavor() === 'relaxed' ? 'st5_wasm_relaxed_bg.wasm' : 'st5_wasm_bg.wasm';
-  ready ??= init({ module_or_path: new URL(`./wasm/${file}`, import.meta.url) });
+  ready ??= (async () => {
+    const file = wasmFlavor() === 'relaxed' ? 'st5_wasm_relaxed_bg.wasm' : 'st5_wasm_bg.wasm';
+    // wasm-bindgen's glue holds one instance per module record, so a fresh instance needs a fresh
+    // record of the same file: the URL with a query. Bundlers leave this import alone.
+    const glue = instances++
+      ? await import(
+          /* @vite-ignore */ /* webpackIgnore: true */ `${new URL('./wasm/st5_wasm.js', import.meta.url)}?instance=${instances}`
+        )
+      : firstGlue;
+    exports = await glue.default({ module_or_path: new URL(`./wasm/${file}`, import.meta.url) });
+    current = glue;
+    return glue;
+  })();
   return ready;
+}
+
+/** The glue of the live instance; `wasm()` must have resolved. */
+export function glue() {
+  if (!current) throw new Error('st5: the wasm module is not instantiated (await wasm() first)');
+  return current;
+}
+
+/** Bytes of the live instance's wasm memory (for the memory tests and benchmarks). */
+export const wasmMemoryBytes = () => exports?.memory.buffer.byteLength ?? 0;
+
+/** The key of each model's test-only method that makes the wasm core panic (a symbol, so it is
+ * not part of the declared interface). */
+export const PANIC_FOR_TEST = Symbol.for('st5.panicForTest');
+
+/** Changes when an instance traps: wasm objects made before the change died with it. */
+export const generation = () => traps;
+
+/**
+ * Runs `run()`, a call into wasm named `call`. A trap (a Rust panic, which aborts the instance)
+ * becomes an Error with `code: 'internal'`, the panic's message and `call`; the instance is then
+ * dropped, and the next `wasm()` instantiates a fresh one. Other errors pass through.
+ */
+export async function guard(call, run) {
+  const live = current;
+  try {
+    return await run();
+  } catch (err) {
+    if (!(err instanceof WebAssembly.RuntimeError)) throw err;
+    let panic;
+    try {
+      panic = live?.takePanic();
+    } catch {
+      // the instance may be too broken to answer; the trap's own message stands
+    }
+    if (live === current) {
+      current = null;
+      ready = undefined;
+      traps++;
+    }
+    const message = `st5: internal error in ${call}: ${panic ?? err.message}`;
+    return Promise.reject(Object.assign(new Error(message, { cause: err }), { code: 'internal', call }));
+  }
 }
 
 /** What every model object reports, whichever runs it: index.js's `Model`, its Worker proxy and

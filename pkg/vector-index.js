@@ -2,7 +2,7 @@
 // (the wasm `Index`: one matrix product per shard plus a top-k selection on the device), saved in
 // IndexedDB keyed by the model's fingerprint and the corpus hash, exportable as a file.
 
-import { Index as WasmIndex, autoDevice, sha256, wasm } from './runtime.js';
+import { autoDevice, generation, glue, guard, sha256, wasm } from './runtime.js';
 
 const DB = 'st5-index';
 const STORE = 'indexes';
@@ -28,7 +28,8 @@ function idb(op) {
 /** A searchable corpus. Ids are positions in `texts`. */
 export class SearchIndex {
   #model;
-  #index;
+  #wasmIndex;
+  #generation = generation();
   #name;
   /** The indexed documents, in id order. */
   texts = [];
@@ -37,8 +38,18 @@ export class SearchIndex {
 
   constructor(model, index, name) {
     this.#model = model;
-    this.#index = index;
+    this.#wasmIndex = index;
     this.#name = name;
+  }
+
+  /** The wasm index, unless the module it lived in has trapped since (its vectors went with it). */
+  get #index() {
+    if (this.#generation !== generation()) {
+      throw Object.assign(new Error('st5: this index was lost when the wasm module trapped; open or import it again'), {
+        code: 'internal',
+      });
+    }
+    return this.#wasmIndex;
   }
 
   get size() {
@@ -64,7 +75,8 @@ export class SearchIndex {
     const t0 = performance.now();
     for (let i = 0; i < fresh.length; i += batchSize) {
       const batch = fresh.slice(i, i + batchSize);
-      this.#index.add(await this.#model.embedFlat(batch));
+      const vectors = await this.#model.embedFlat(batch);
+      await guard('SearchIndex.add', () => this.#index.add(vectors));
       this.texts.push(...batch);
       this.embedded += batch.length;
       const done = Math.min(i + batchSize, fresh.length);
@@ -93,7 +105,7 @@ export class SearchIndex {
 
   /** Top-k for row-major query vectors: one hit list per query. */
   async searchVectors(queries, k = 10) {
-    const { ids, scores, k: kk } = await this.#index.search(queries, k);
+    const { ids, scores, k: kk } = await guard('SearchIndex.search', () => this.#index.search(queries, k));
     const q = kk ? ids.length / kk : queries.length / this.#index.dim;
     return Array.from({ length: q }, (_, i) =>
       Array.from({ length: kk }, (_, j) => ({
@@ -106,7 +118,7 @@ export class SearchIndex {
 
   /** Every vector, row-major in id order. */
   vectors() {
-    return this.#index.vectors();
+    return guard('SearchIndex.vectors', () => this.#index.vectors());
   }
 
   async #record() {
@@ -136,18 +148,17 @@ export class SearchIndex {
   }
 
   dispose() {
-    this.#index.free();
+    if (this.#generation === generation()) this.#wasmIndex.free();
   }
 }
 
 /** An empty index for `model`'s vectors. Options: `device` ('auto': as for `load`), `name` (IndexedDB key). */
 export async function createIndex(model, { device = 'auto', name = 'default', maxBufferBytes, shardRows } = {}) {
   await wasm();
-  const index = await WasmIndex.create(model.dim, {
-    device: device === 'auto' ? await autoDevice() : device,
-    maxBufferBytes,
-    shardRows,
-  });
+  const wanted = device === 'auto' ? await autoDevice() : device;
+  const index = await guard('createIndex', () =>
+    glue().Index.create(model.dim, { device: wanted, maxBufferBytes, shardRows }),
+  );
   return new SearchIndex(model, index, name);
 }
 

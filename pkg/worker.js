@@ -30,12 +30,14 @@ self.onmessage = async ({ data }) => {
     } else if (op === 'embed') {
       const flat = await model.embedFlat(data.texts);
       self.postMessage({ id, result: flat, state: state() }, [flat.buffer]);
+    } else if (op === 'panicForTest') {
+      await model[Symbol.for('st5.panicForTest')]();
     } else if (op === 'dispose') {
       await model?.dispose();
       model = null;
       self.postMessage({ id });
     }
   } catch (err) {
-    self.postMessage({ id, error: { message: err?.message ?? String(err), code: err?.code } });
+    self.postMessage({ id, error: { message: err?.message ?? String(err), code: err?.code, call: err?.call } });
   }
 };

@@ -71,7 +71,8 @@ for (let r = 0; r < repeats; r++) {
     // The package's own module instance (same URL), whose linear memory only grows: its size
     // now is the most the wasm side held at once.
     const runtime = await import('/node_modules/st5/runtime.js');
-    return { dim: e[0].length, wasmBytes: (await runtime.wasm()).memory.buffer.byteLength };
+    await runtime.wasm();
+    return { dim: e[0].length, wasmBytes: runtime.wasmMemoryBytes() };
   });
   const now = renderers();
   const peak = Math.max(...ours.map(([pid]) => now.get(pid)?.hwm ?? 0));

@@ -550,6 +550,55 @@ const failed = await runCases([
     },
   ],
   [
+    'a_panic_is_an_internal_error_and_every_variant_recovers',
+    async () => {
+      const r = await page.evaluate(
+        async ({ url, texts }) => {
+          const flat = async (m) => (await m.embed(texts)).map((x) => Array.from(x));
+          const trap = (m) =>
+            m[Symbol.for('st5.panicForTest')]().then(
+              () => ({ code: 'none' }),
+              (e) => ({ code: e.code, call: e.call, message: e.message }),
+            );
+          const out = {};
+          for (const [name, open] of [
+            ['cpu', () => st5.load(url, { device: 'cpu', threads: 1 })],
+            ['webgpu', () => st5.load(url, { device: 'webgpu' })],
+            ['worker', () => st5.loadInWorker(url, { device: 'cpu' })],
+          ]) {
+            const m = await open();
+            // A second model in the same instance dies with it and must come back too.
+            const other = name === 'cpu' ? await st5.load(url, { device: 'cpu', threads: 1 }) : null;
+            const before = await flat(m);
+            const err = await trap(m);
+            const after = await flat(m);
+            const otherRows = other ? await flat(other) : null;
+            out[name] = { err, device: m.device, before, after, otherRows };
+            await m.dispose();
+            await other?.dispose();
+          }
+          return out;
+        },
+        { url: `/models/${ST}/`, texts: st.sentences },
+      );
+      const want = st.embeddings['enc-mean'];
+      const notes = [];
+      for (const [name, x] of Object.entries(r)) {
+        const { code, call, message } = x.err;
+        if (code !== 'internal' || call !== 'panicForTest' || !/panicForTest was called/.test(message))
+          throw new Error(`${name}: ${JSON.stringify(x.err)}`);
+        // No silent fallback: a WebGPU model stays on WebGPU after an internal error.
+        if (x.device !== (name === 'webgpu' ? 'webgpu' : 'cpu')) throw new Error(`${name}: device ${x.device}`);
+        const err = maxAbsDiff(x.after, want);
+        const tol = name === 'webgpu' ? TOL : CPU_TOL;
+        if (!(err <= tol) || maxAbsDiff(x.after, x.before) > tol) throw new Error(`${name}: after the trap ${err}`);
+        if (x.otherRows && !(maxAbsDiff(x.otherRows, want) <= CPU_TOL)) throw new Error(`${name}: second model`);
+        notes.push(`${name} ${err.toExponential(1)}`);
+      }
+      return `"${r.cpu.err.message.split('\n')[0]}"; recovered (max abs error after): ${notes.join(', ')}`;
+    },
+  ],
+  [
     'hostile_text_has_defined_results',
     async () => {
       // tests/hostile.rs has the native cases; here the ones only JS can send (lone surrogates)
