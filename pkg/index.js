@@ -205,7 +205,7 @@ export class Model {
   /** Frees the model's memory once queued calls have finished. */
   async dispose() {
     await this.#calls.idle();
-    if (this.#generation === generation()) this.#inner?.free();
+    if (this.#generation === generation()) this.#inner?.dispose();
     this.#inner = null;
   }
 }

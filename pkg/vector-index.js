@@ -148,7 +148,7 @@ export class SearchIndex {
   }
 
   dispose() {
-    if (this.#generation === generation()) this.#wasmIndex.free();
+    if (this.#generation === generation()) this.#wasmIndex.dispose();
   }
 }
 

@@ -6,8 +6,8 @@
 #    (the CLI tests drive the binary; the parity tests run on flex and on wgpu);
 # 3. runs the browser tests in headless Chromium (WebGPU and CPU), through Playwright: the npm
 #    package as pkg/build.sh builds it (its SIMD128 and relaxed-SIMD modules; packed, installed
-#    into a scratch app), and the demo page (www/). No other wasm build: each module is compiled
-#    once.
+#    into a scratch app), the demo page (www/), and memory held flat over long sessions. No
+#    other wasm build: each module is compiled once.
 # Prints the total.
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
@@ -29,7 +29,7 @@ trap 'rm -f "$log"' EXIT
 cargo test --release --locked -- --test-threads 1 2>&1 | tee "$log"
 if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
   bash pkg/build.sh 2>&1 | tee -a "$log"
-  (cd tests/browser && node npm.test.mjs && node demo.test.mjs) 2>&1 | tee -a "$log"
+  (cd tests/browser && node npm.test.mjs && node demo.test.mjs && node memory.test.mjs) 2>&1 | tee -a "$log"
 fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "total: %d passed, %d failed\n", p, f }' "$log"

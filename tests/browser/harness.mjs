@@ -58,12 +58,12 @@ export function writeIndexPage(app) {
   );
 }
 
-/** Headless Chromium from the system (never downloaded). */
-export function launch() {
+/** Headless Chromium from the system (never downloaded), with `extraArgs` after the usual flags. */
+export function launch(extraArgs = []) {
   return chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     headless: true,
-    args: CHROMIUM_FLAGS,
+    args: [...CHROMIUM_FLAGS, ...extraArgs],
   });
 }
 

@@ -90,6 +90,21 @@ impl Backend {
     }
 }
 
+/// True for a wgpu (GPU) device, false for flex.
+pub fn is_gpu(device: &Device) -> bool {
+    device.clone().inner().identity().is_some()
+}
+
+/// On a GPU device, frees the buffers cubecl's pools keep for reuse once their tensors are gone:
+/// the weights of a dropped model, an index's outgrown shards. Pools never shrink by themselves,
+/// so a long session that loads, drops or grows things would keep every size it ever used. (On
+/// the web, wgpu frees a released buffer when its JS object is collected.) A no-op on the CPU.
+pub fn release_pooled_memory(device: &Device) {
+    if is_gpu(device) {
+        device.memory_cleanup();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,7 +114,7 @@ impl VectorIndex {
         }
         // Ids are selected as f32 (exact below 2^24), which bounds a shard's rows too.
         let shard_rows = usize::try_from(limit / row_bytes).unwrap_or(usize::MAX).min(1 << 24);
-        let gpu = device.clone().inner().identity().is_some();
+        let gpu = crate::device::is_gpu(device);
         Ok(Self { device: device.clone(), dim, shard_rows, shards: Vec::new(), len: 0, gpu })
     }
 
@@ -175,6 +175,10 @@ impl VectorIndex {
             self.len += take;
             rest = tail;
         }
+        // Each add leaves the shard's old buffer, and the scores of searches at the old length,
+        // free in cubecl's pools at sizes that never come back: a growing index held ~5 more GPU
+        // buffers per add-and-search round (tests/browser/memory.test.mjs) until released here.
+        crate::device::release_pooled_memory(&self.device);
         Ok(())
     }
 

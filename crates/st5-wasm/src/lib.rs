@@ -305,6 +305,13 @@ impl Model {
         let plan = self.embedder.plan(&texts).map_err(js_error)?;
         serde_wasm_bindgen::to_value(&plan).map_err(|e| invalid(&e.to_string()))
     }
+
+    /// Frees the model, as `free()` does, and gives its device memory back.
+    pub fn dispose(self) {
+        let device = self.embedder.device().clone();
+        drop(self);
+        st5_core::device::release_pooled_memory(&device);
+    }
 }
 
 /// Options accepted by [`Index::create`].
@@ -388,6 +395,12 @@ impl Index {
     #[wasm_bindgen(getter)]
     pub fn shards(&self) -> usize {
         self.inner.borrow().shards()
+    }
+    /// Frees the index, as `free()` does, and gives its device memory back.
+    pub fn dispose(self) {
+        let device = self.inner.borrow().device().clone();
+        drop(self);
+        st5_core::device::release_pooled_memory(&device);
     }
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
