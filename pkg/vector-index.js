@@ -166,6 +166,12 @@ export async function createIndex(model, { device = 'auto', name = 'default', ma
 async function problem(record, model) {
   if (!record || typeof record !== 'object') return 'no saved index';
   if (record.fingerprint !== model.fingerprint) return 'saved for another model';
+  // A file from anywhere (or an old record): every field is checked before it is used.
+  const strings = (xs) => Array.isArray(xs) && xs.every((t) => typeof t === 'string');
+  if (!Number.isInteger(record.dim) || !strings(record.texts) || typeof record.checksum !== 'string')
+    return 'corrupt (its header lacks dim, texts or checksum, or has the wrong types)';
+  if (!(record.vectors instanceof ArrayBuffer) || record.vectors.byteLength % 4)
+    return 'corrupt (the vectors are not whole float32 values)';
   const vectors = new Float32Array(record.vectors);
   if (record.dim !== model.dim || vectors.length !== record.texts.length * model.dim) return 'corrupt (sizes disagree)';
   if ((await vectorHash(vectors)) !== record.checksum) return 'corrupt (checksum mismatch)';

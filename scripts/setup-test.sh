@@ -5,7 +5,8 @@
 # - for the browser tests (skipped with ST5_SKIP_BROWSER=1): the wasm32 target, Chromium
 #   (WebGPU on SwiftShader), wasm-pack, wasm-bindgen at exactly the wasm-bindgen crate's version
 #   (wasm-pack cannot download it offline), and Node.js with npm (the npm package's tests drive
-#   Chromium through playwright-core).
+#   Chromium through playwright-core);
+# - for the fuzz smoke run (fuzz/smoke.sh): the pinned nightly and cargo-fuzz.
 set -euo pipefail
 browser=1
 [ "${ST5_SKIP_BROWSER:-0}" = 1 ] && browser=0
@@ -24,6 +25,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# fuzz/smoke.sh's toolchain: a dated nightly (libFuzzer's coverage flags need one) and cargo-fuzz.
+rustup toolchain list | grep -q "^nightly-2026-05-19" ||
+  rustup toolchain install nightly-2026-05-19 --profile minimal
+if ! cargo fuzz --version 2>/dev/null | grep -q "0.13.1"; then
+  cargo install cargo-fuzz --version 0.13.1 --locked
 fi
 
 [ "$browser" = 1 ] || exit 0

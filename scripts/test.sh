@@ -3,7 +3,8 @@
 # 1. checks format and lints: `cargo fmt --check`, Prettier over the JS, and clippy with
 #    warnings denied;
 # 2. builds the `st5` and `trainer` binaries and runs every native test in one release build
-#    (the CLI tests drive the binary; the parity tests run on flex and on wgpu);
+#    (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then the fuzz
+#    smoke run (fuzz/smoke.sh: each cargo-fuzz target for a few seconds);
 # 3. runs the browser tests in headless Chromium (WebGPU and CPU), through Playwright: the npm
 #    package as pkg/build.sh builds it (its SIMD128 and relaxed-SIMD modules; packed, installed
 #    into a scratch app), the demo page (www/), and memory held flat over long sessions. No
@@ -27,6 +28,8 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # default-members: every crate but st5-wasm, the feature set `cargo build` used just above.
 cargo test --release --locked -- --test-threads 1 2>&1 | tee "$log"
+# Every parser of outside bytes, fuzzed for a few seconds each from its corpus (nightly).
+bash fuzz/smoke.sh 2>&1 | tee -a "$log"
 if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
   bash pkg/build.sh 2>&1 | tee -a "$log"
   (cd tests/browser && node npm.test.mjs && node demo.test.mjs && node memory.test.mjs) 2>&1 | tee -a "$log"

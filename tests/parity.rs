@@ -472,13 +472,16 @@ fn saved_model_loads_back_identically() {
             size(&half),
             size(&dir)
         );
-        // Saving over it again replaces it; an unsavable model leaves it as it was.
-        let encdec = SentenceT5::init(
-            &cfg,
-            &HeadConfig { variant: Variant::EncDecFirst, dense: vec![], normalize: true },
-            &device,
-        );
-        assert!(save_sentence_transformers(&encdec, &dir, &opts).is_err());
-        assert!(Embedder::load(&dir, &LoadOptions::default(), &device).is_ok());
+        // A save that fails part-way (here: its staging folder cannot be made, because a file
+        // sits at that path) leaves the model already there as it was.
+        let staging =
+            dir.with_file_name(format!(".{}.saving", dir.file_name().unwrap().to_string_lossy()));
+        std::fs::write(&staging, b"in the way").unwrap();
+        let err = save_sentence_transformers(&model, &dir, &opts).unwrap_err().to_string();
+        assert!(err.contains(".saving"), "{err}");
+        std::fs::remove_file(&staging).unwrap();
+        let again =
+            Embedder::load(&dir, &LoadOptions::default(), &device).unwrap().embed(&texts).unwrap();
+        assert_eq!(again.data, got.data);
     }
 }

@@ -599,6 +599,65 @@ const failed = await runCases([
     },
   ],
   [
+    'mutated_index_files_are_refused_with_a_message_or_load_intact',
+    async () => {
+      // The index file format (SearchIndex.export / importIndex) fuzzed in the page: seeded byte
+      // flips, truncations, and every header field deleted or given each wrong type. Each import
+      // must reject with an st5 message, or load the same documents.
+      const r = await page.evaluate(async (url) => {
+        const m = await st5.load(url, { device: 'cpu', threads: 1 });
+        const index = await st5.createIndex(m, { device: 'cpu', name: 'fuzz' });
+        await index.add(['one doc', 'two docs', 'a third document', 'four']);
+        const good = new Uint8Array(await (await index.export()).arrayBuffer());
+        const magic = 'ST5IDX1\n'.length;
+        const hlen = new DataView(good.buffer).getUint32(magic, true);
+        const header = JSON.parse(new TextDecoder().decode(good.subarray(magic + 4, magic + 4 + hlen)));
+        const withHeader = (h) => {
+          const bytes = new TextEncoder().encode(JSON.stringify(h));
+          const len = new Uint8Array(new Uint32Array([bytes.length]).buffer);
+          return new Uint8Array([...good.subarray(0, magic), ...len, ...bytes, ...good.subarray(magic + 4 + hlen)]);
+        };
+        let seed = 12345;
+        const rand = (n) => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 8) % n;
+        const cases = [good];
+        for (const key of Object.keys(header)) {
+          for (const value of [undefined, null, 0, -1, 1e300, 'x', [], {}, [1, 'a'], true]) {
+            const h = { ...header };
+            if (value === undefined) delete h[key];
+            else h[key] = value;
+            cases.push(withHeader(h));
+          }
+        }
+        for (let i = 0; i < 1500; i++) {
+          const b = good.slice();
+          if (i % 3 === 0) cases.push(b.subarray(0, rand(b.length)));
+          else {
+            for (let j = 0; j <= i % 4; j++) b[rand(i % 2 ? magic + 4 + hlen : b.length)] ^= 1 << rand(8);
+            cases.push(b);
+          }
+        }
+        const outcomes = { refused: 0, loaded: 0, bad: [] };
+        for (const bytes of cases) {
+          try {
+            const back = await st5.importIndex(m, new Blob([bytes]), { device: 'cpu' });
+            const ok = back.size === 4 && back.texts.length === 4;
+            back.dispose();
+            if (ok) outcomes.loaded++;
+            else outcomes.bad.push(`loaded ${back.size} documents`);
+          } catch (e) {
+            if (e instanceof Error && !(e instanceof TypeError) && e.message.startsWith('st5:')) outcomes.refused++;
+            else outcomes.bad.push(`${e?.name}: ${e?.message}`);
+          }
+        }
+        index.dispose();
+        await m.dispose();
+        return { n: cases.length, ...outcomes, bad: [...new Set(outcomes.bad)].slice(0, 5) };
+      }, `/models/${ST}/`);
+      if (r.bad.length || r.refused === 0 || r.loaded === 0) throw new Error(JSON.stringify(r));
+      return `${r.n} mutated files: ${r.refused} refused with an st5 message, ${r.loaded} loaded intact`;
+    },
+  ],
+  [
     'hostile_text_has_defined_results',
     async () => {
       // tests/hostile.rs has the native cases; here the ones only JS can send (lone surrogates)

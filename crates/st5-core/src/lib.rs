@@ -1,8 +1,8 @@
 //! `st5-core`: Sentence-T5 (Ni et al. 2021) on burn. One model code base for the browser
 //! package, the native CLI and the trainer.
 //!
-//! Layers, each usable alone:
-//! - [`config`]: `T5Config` from `config.json`, validated;
+//! Layers, each usable alone (those marked † are st5-format's, re-exported):
+//! - [`config`] †: `T5Config` from `config.json`, validated;
 //! - [`t5`]: the T5 encoder/decoder stacks, named like Hugging Face's modules;
 //! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
 //! - [`checkpoint`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from
@@ -18,27 +18,21 @@
 //! - [`index`]: [`VectorIndex`], exact top-k search over vectors kept on the device.
 
 pub mod batch;
-pub mod charsmap;
-pub mod checkpoint;
-pub mod config;
 pub mod device;
 pub mod embedder;
-pub mod error;
-pub mod files;
 pub mod host;
 pub mod index;
-pub mod layout;
 pub mod loader;
 pub mod model;
-pub mod names;
-pub mod npy;
-pub mod probe;
-pub mod quant;
 pub mod rng;
 pub mod save;
 pub mod t5;
-pub mod tokenizer;
 pub mod weights;
+
+// The model's files, parsed without burn in st5-format, under their old paths.
+pub use st5_format::{
+    charsmap, checkpoint, config, error, files, layout, names, npy, probe, quant, tokenizer,
+};
 
 pub use burn::tensor::Device;
 pub use config::T5Config;

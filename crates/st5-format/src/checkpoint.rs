@@ -1,0 +1,196 @@
+//! Checkpoint reading: the tensors of one or more safetensors files (single or sharded, as a
+//! shard index lists them), kept as raw bytes until asked for and decoded to f32 then: F32,
+//! F16 and BF16 widened exactly, I8 dequantized with its per-row scale (quant.rs). Names are
+//! resolved through the one name table (names.rs). Building modules from them is weights.rs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+
+use safetensors::{Dtype, SafeTensors};
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::files::{FileBytes, ModelFiles, join};
+use crate::names::stored_names;
+use crate::quant::{dequantize_rows, scale_name};
+
+struct Entry {
+    file: usize,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    range: std::ops::Range<usize>,
+}
+
+/// The tensors of one or more safetensors files, kept as raw bytes until asked for.
+pub struct Checkpoint {
+    /// Each file's bytes, shared with whoever handed them over (a map, the caller's buffer).
+    files: Vec<(PathBuf, FileBytes)>,
+    entries: BTreeMap<String, Entry>,
+}
+
+#[derive(Deserialize)]
+struct ShardIndex {
+    weight_map: HashMap<String, String>,
+}
+
+impl Checkpoint {
+    /// The weight files of folder `dir` (relative paths): the shards listed by
+    /// `model.safetensors.index.json`, else `model.safetensors`. A `pytorch_model.bin` alone is
+    /// refused by name. Loading and the browser's file discovery both use this list.
+    pub fn weight_files(files: &impl ModelFiles, dir: &str) -> Result<Vec<String>> {
+        let index = join(dir, "model.safetensors.index.json");
+        if let Some(idx) = files.json::<ShardIndex>(&index)? {
+            let shards: BTreeSet<&String> = idx.weight_map.values().collect();
+            return Ok(shards.into_iter().map(|s| join(dir, s)).collect());
+        }
+        let single = join(dir, "model.safetensors");
+        if files.exists(&single) {
+            return Ok(vec![single]);
+        }
+        let bin = join(dir, "pytorch_model.bin");
+        if files.exists(&bin) {
+            return Err(Error::layout(
+                files.path(&bin),
+                "PyTorch pickle weights are not supported; convert them to model.safetensors \
+                 (e.g. `model.save_pretrained(dir, safe_serialization=True)`)",
+            ));
+        }
+        Err(Error::layout(files.path(dir), "no model.safetensors or model.safetensors.index.json"))
+    }
+
+    /// Opens the weights in folder `dir` of a model (see [`Checkpoint::weight_files`]).
+    pub fn open(files: &impl ModelFiles, dir: &str) -> Result<Self> {
+        let index = join(dir, "model.safetensors.index.json");
+        let mut buffers = Vec::new();
+        for rel in Self::weight_files(files, dir)? {
+            let bytes = files.read(&rel)?.ok_or_else(|| {
+                Error::layout(
+                    files.path(&rel),
+                    "missing: a weight file of this model (listed by the shard index)",
+                )
+            })?;
+            buffers.push((files.path(&rel), bytes));
+        }
+        let ckpt = Self::from_buffers(buffers)?;
+        if let Some(idx) = files.json::<ShardIndex>(&index)?
+            && let Some(name) = idx.weight_map.keys().find(|n| !ckpt.entries.contains_key(*n))
+        {
+            return Err(Error::layout(
+                files.path(&index),
+                format!("lists tensor `{name}`, which no shard holds"),
+            ));
+        }
+        Ok(ckpt)
+    }
+
+    /// Parses and validates safetensors buffers, each named by the path shown in errors; a
+    /// truncated file is named.
+    pub fn from_buffers(buffers: Vec<(PathBuf, FileBytes)>) -> Result<Self> {
+        let mut files = Vec::with_capacity(buffers.len());
+        let mut entries = BTreeMap::new();
+        for (i, (path, bytes)) in buffers.into_iter().enumerate() {
+            let st = SafeTensors::deserialize(&bytes)
+                .map_err(|source| Error::Safetensors { path: path.clone(), source })?;
+            let base = bytes.as_ptr() as usize;
+            for (name, view) in st.tensors() {
+                let start = view.data().as_ptr() as usize - base;
+                let range = start..start + view.data().len();
+                entries.insert(
+                    name,
+                    Entry { file: i, dtype: view.dtype(), shape: view.shape().to_vec(), range },
+                );
+            }
+            files.push((path, bytes));
+        }
+        Ok(Self { files, entries })
+    }
+
+    /// Every tensor name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    /// The stored shape of a tensor.
+    pub fn shape(&self, name: &str) -> Option<&[usize]> {
+        self.entries.get(name).map(|e| e.shape.as_slice())
+    }
+
+    /// The scale stored beside `name` when `name` is int8 (quant.rs), which loading `name` uses.
+    pub fn scale_of(&self, name: &str) -> Option<String> {
+        let e = self.entries.get(name)?;
+        (e.dtype == Dtype::I8).then(|| scale_name(name)).filter(|s| self.contains(s))
+    }
+
+    /// Decodes a tensor to f32: F16 and BF16 are widened exactly; I8 is dequantized with the
+    /// per-row scale stored beside it (quant.rs).
+    pub fn to_f32(&self, name: &str) -> Result<Vec<f32>> {
+        let e =
+            self.entries.get(name).ok_or_else(|| Error::Invalid(format!("no tensor `{name}`")))?;
+        let (path, bytes) = &self.files[e.file];
+        let raw = &bytes[e.range.clone()];
+        // Safetensors data is little-endian and unaligned in the file: decode by chunks.
+        Ok(match e.dtype {
+            Dtype::I8 => self.dequantize(name, e, raw)?,
+            Dtype::F32 => {
+                raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+            }
+            Dtype::F16 => raw
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dtype::BF16 => raw
+                .chunks_exact(2)
+                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            other => {
+                return Err(Error::Dtype {
+                    path: path.clone(),
+                    name: name.into(),
+                    dtype: format!("{other:?}"),
+                });
+            }
+        })
+    }
+
+    /// `q[r, c] * scale[r]` for int8 tensor `name` (`e`, bytes `raw`): the scale must be a float
+    /// tensor of `[rows, 1]` or `[rows]` (one per row) or a single value (one for the tensor).
+    fn dequantize(&self, name: &str, e: &Entry, raw: &[u8]) -> Result<Vec<f32>> {
+        let fail = |message: String| Error::Quantized {
+            path: self.files[e.file].0.clone(),
+            name: name.to_string(),
+            message,
+        };
+        let [rows, cols] = e.shape[..] else {
+            return Err(fail(format!("has shape {:?}; int8 tensors must be 2-D", e.shape)));
+        };
+        let key = scale_name(name);
+        let se =
+            self.entries.get(&key).ok_or_else(|| fail(format!("no scale `{key}` beside it")))?;
+        if !matches!(se.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
+            return Err(fail(format!(
+                "scale `{key}` has dtype {:?}; expected F32, F16 or BF16",
+                se.dtype
+            )));
+        }
+        let per_row = se.shape == [rows, 1] || se.shape == [rows];
+        let per_tensor = se.shape.iter().product::<usize>() == 1;
+        if !per_row && !per_tensor {
+            return Err(fail(format!(
+                "scale `{key}` has shape {:?}; expected [{rows}, 1] (one per row)",
+                se.shape
+            )));
+        }
+        let scale = self.to_f32(&key)?;
+        let scales = if per_row { scale } else { vec![scale[0]; rows] };
+        Ok(dequantize_rows(bytemuck::cast_slice::<u8, i8>(raw), &scales, cols))
+    }
+
+    /// The first of `name`'s stored spellings (names.rs) that this checkpoint holds.
+    pub fn resolve(&self, name: &str) -> Option<String> {
+        stored_names(name).find(|n| self.contains(n))
+    }
+}

@@ -1,0 +1,80 @@
+//! The one error type of `st5-core`: every failure names the file, tensor or text at fault.
+
+use std::path::PathBuf;
+
+/// Errors from loading, tokenizing and embedding.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or directory could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JSON file is malformed or lacks a required field.
+    #[error("invalid JSON in {}: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A configuration value is out of range or unsupported.
+    #[error("invalid config {}: {message}", path.display())]
+    Config { path: PathBuf, message: String },
+    /// A directory holds neither a sentence-transformers nor a Hugging Face T5 layout.
+    #[error("{}: {message}", path.display())]
+    Layout { path: PathBuf, message: String },
+    /// A safetensors file is truncated or corrupt.
+    #[error("invalid safetensors file {}: {source}", path.display())]
+    Safetensors {
+        path: PathBuf,
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+    /// A tensor is stored in a dtype other than F32, F16, BF16 or I8 (int8 with its scale).
+    #[error("{}: tensor `{name}` has dtype {dtype}; only F32, F16, BF16 and I8 (with a `{name}_scale`) are supported", path.display())]
+    Dtype { path: PathBuf, name: String, dtype: String },
+    /// An int8 tensor whose scale is missing, mis-shaped or not a float, or that is not 2-D.
+    #[error("{}: int8 tensor `{name}`: {message}", path.display())]
+    Quantized { path: PathBuf, name: String, message: String },
+    /// Tensors the model needs are missing or have the wrong shape.
+    #[error("weights in {} do not match the model config:\n{report}", path.display())]
+    Weights { path: PathBuf, report: String },
+    /// The tokenizer could not be loaded or failed on a text.
+    #[error("tokenizer {}: {source}", path.display())]
+    Tokenizer {
+        path: PathBuf,
+        #[source]
+        source: tokenizers::Error,
+    },
+    /// The wgpu device could not be initialised (no adapter, no Vulkan driver, ...).
+    #[error("cannot initialise the {device} device: {message}")]
+    Device { device: String, message: String },
+    /// Reading a result back from the device failed.
+    #[error("reading results from the device failed: {0}")]
+    Readback(String),
+    /// One tensor would need a larger device buffer than the device allows.
+    #[error(
+        "{what} needs {bytes} bytes in one device buffer, but this device allows at most {limit}{hint}"
+    )]
+    Limit { what: String, bytes: u64, limit: u64, hint: &'static str },
+    /// An argument is invalid (a zero batch size, an unknown variant name, ...).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+    pub fn config(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Config { path: path.into(), message: message.into() }
+    }
+    pub fn layout(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Layout { path: path.into(), message: message.into() }
+    }
+}

@@ -1,0 +1,31 @@
+//! `st5-format`: the files of a Sentence-T5 model, read without a tensor library, so that the
+//! parsers that take outside bytes build fast and fuzz on their own (`fuzz/`). st5-core
+//! re-exports every module here under the same name.
+//!
+//! - [`config`]: `T5Config` from `config.json`, validated;
+//! - [`files`]: model files from a directory (memory-mapped) or held in memory;
+//! - [`layout`]: the sentence-transformers layout (`modules.json`, Pooling, Dense, Normalize) or
+//!   a plain Hugging Face T5 directory; [`variant`]: the pooling variants;
+//! - [`checkpoint`]: safetensors checkpoints, sharded or not, f32/f16/bf16, and int8 ([`quant`]);
+//! - [`names`]: the one table between module paths and checkpoint tensor names;
+//! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
+//! - [`tokenizer`]: `tokenizer.json`, with its charsmap checked first ([`charsmap`]);
+//! - [`npy`]: `.npy` arrays (embeddings, teacher vectors);
+//! - [`error`]: the one error type, naming the file, tensor or line.
+
+pub mod charsmap;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod files;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod layout;
+pub mod names;
+pub mod npy;
+pub mod probe;
+pub mod quant;
+pub mod tokenizer;
+pub mod variant;
+
+pub use error::{Error, Result};

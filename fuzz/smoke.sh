@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The fuzz smoke run of the test command (scripts/test.sh): builds every target with the pinned
+# nightly (scripts/setup-test.sh installs it and cargo-fuzz), then fuzzes each for a few seconds
+# from its committed corpus (fuzz/corpus/<target>, read only: new inputs go to a scratch folder).
+# A crash fails the run and leaves its input under fuzz/artifacts/<target>/.
+# Longer campaigns: cargo +nightly-2026-05-19 fuzz run --fuzz-dir fuzz -s none TARGET -- -runs=N
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NIGHTLY=nightly-2026-05-19
+SECONDS_EACH=${ST5_FUZZ_SECONDS:-8}
+# Its own target folder: nightly artifacts never mix with the stable build's.
+export CARGO_TARGET_DIR="${ST5_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-target}-fuzz}"
+targets=$(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^st5-fuzz$')
+cargo "+$NIGHTLY" fuzz build --fuzz-dir fuzz -s none
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+passed=0
+failed=0
+for t in $targets; do
+  mkdir -p "$scratch/$t"
+  if cargo "+$NIGHTLY" fuzz run --fuzz-dir fuzz -s none "$t" "$scratch/$t" "fuzz/corpus/$t" -- \
+    -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -print_final_stats=1 >"$scratch/$t.log" 2>&1; then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$scratch/$t.log")
+    echo "fuzz $t ... ok ($runs executions)"
+    passed=$((passed + 1))
+  else
+    echo "fuzz $t ... FAILED"
+    grep -E "panicked|SUMMARY|Test unit written" "$scratch/$t.log" || tail -20 "$scratch/$t.log"
+    failed=$((failed + 1))
+  fi
+done
+echo "test result: $([ $failed = 0 ] && echo ok || echo FAILED). $passed passed; $failed failed; 0 ignored; 0 measured; 0 filtered out"
+[ "$failed" = 0 ]
