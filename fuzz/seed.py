@@ -1,4 +1,5 @@
-"""Writes the fuzz targets' seed corpora (fuzz/corpus/<target>/seed-*) from the repo's fixtures,
+"""Writes the fuzz targets' seed corpora (fuzz/corpus/<target>/seed-*) from the repo's fixtures
+and the trainer's configs and data,
 kept small so that each execution is fast: real configs and layouts, safetensors files of every
 dtype st5 reads (f32, f16, bf16, int8 rows with their scales) and a sharded checkpoint, the real
 tokenizer.json cut to a few hundred pieces (with and without its charsmap), the real charsmap,
@@ -105,6 +106,22 @@ def main():
     tok["normalizer"] = None
     put("tokenizer_json", "t5-300-pieces-no-charsmap", json.dumps(tok).encode())
     put("charsmap", "t5", blob)
+
+    # The trainer's files: its configs, dataset rows (first byte: format and columns, see
+    # st5_trainer::fuzzing::dataset_rows) and a checkpoint state that fits the target's datasets.
+    for path in [ROOT / "trainer/configs/tiny.toml", *sorted((ROOT / "trainer/recipes").glob("*/*.toml"))]:
+        put("trainer_config", path.stem, path.read_bytes())
+    data = ROOT / "trainer/configs/data"
+    put("dataset_rows", "qa-jsonl", b"\x00" + b"".join((data / "qa.jsonl").read_bytes().splitlines(True)[:6]))
+    put("dataset_rows", "nli-tsv", b"\x03" + b"".join((data / "nli.tsv").read_bytes().splitlines(True)[:6]))
+    state = {
+        "stage": 1,
+        "step": 3,
+        "sampler": {"rng": 5, "orders": [[2, 0, 1], [4, 3, 1, 0, 2]], "positions": [1, 2], "epochs": [0, 1]},
+        "bad_steps": 0,
+        "param_ids": {"t5.shared": 1, "dense.0.weight": 2},
+    }
+    put("trainer_state", "fits", json.dumps(state).encode())
 
     put("npy", "2x3", npy(np.arange(6, dtype=np.float32).reshape(2, 3)))
     put("npy", "0x4", npy(np.zeros((0, 4), dtype=np.float32)))

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use st5_core::{Variant, WeightDtype};
+use st5_format::quant::WeightDtype;
+use st5_format::variant::Variant;
 
 use crate::error::{Error, Result};
 
@@ -232,7 +233,13 @@ impl TrainConfig {
     /// Reads and validates a config; relative paths are taken from the config's folder.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let mut cfg: Self = toml::from_str(&text)
+        Self::parse(&text, path)
+    }
+
+    /// As [`from_file`](Self::from_file), from the config's text; `path` names it in errors and
+    /// anchors its relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let mut cfg: Self = toml::from_str(text)
             .map_err(|e| Error::Config { path: path.into(), message: e.to_string() })?;
         let base = path.parent().unwrap_or(Path::new("."));
         let fix = |p: &mut PathBuf| {
@@ -317,6 +324,7 @@ impl TrainConfig {
     }
 }
 
+#[cfg(feature = "model")]
 impl TrainConfig {
     /// The evaluation data directory: `eval_data`, else the default of `st5 eval --data`.
     pub fn eval_data(&self) -> PathBuf {

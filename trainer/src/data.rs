@@ -3,7 +3,6 @@
 //! without a repeated text, in a seeded order whose position is part of a checkpoint.
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -44,9 +43,10 @@ pub fn normalize(s: &str) -> String {
         .join(" ")
 }
 
+#[cfg(feature = "model")]
 /// Every sentence of the evaluation test splits (STS12–16, STS-B test, SICK test, SST-2 test,
 /// TREC test, MRPC test) under `data`, normalised.
-pub fn eval_sentences(data: &Path) -> Result<HashSet<String>> {
+pub fn eval_sentences(data: &std::path::Path) -> Result<HashSet<String>> {
     use st5_eval::data as d;
     let mut out = HashSet::new();
     let mut pairs = Vec::new();
@@ -75,10 +75,10 @@ pub fn eval_sentences(data: &Path) -> Result<HashSet<String>> {
     Ok(out)
 }
 
-/// Reads a dataset and drops every example with a text in `exclude` (normalised).
-pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
+/// The examples of a dataset file's text (JSON Lines, or TSV with a header), `cfg.columns` in
+/// order; errors name `cfg.path` and the line.
+pub fn parse_examples(text: &str, cfg: &DatasetConfig) -> Result<Vec<Example>> {
     let path = &cfg.path;
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let format = cfg.format.unwrap_or(if path.extension().is_some_and(|e| e == "tsv") {
         DataFormat::Tsv
     } else {
@@ -138,29 +138,35 @@ pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
             (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next());
         examples.push(Example { anchor, positive, negative });
     }
-    let mut targets = match &cfg.targets {
-        None => None,
-        Some(t) => {
-            let bytes = std::fs::read(t).map_err(|e| Error::io(t, e))?;
-            let (v, rows, dim) = st5_core::npy::read_f32(&bytes).map_err(|m| Error::Data {
-                path: t.clone(),
-                line: 0,
-                message: m,
-            })?;
-            if rows != examples.len() {
-                return Err(Error::Data {
-                    path: t.clone(),
-                    line: 0,
-                    message: format!(
-                        "{rows} teacher vectors for the {} examples of {}",
-                        examples.len(),
-                        path.display()
-                    ),
-                });
+    Ok(examples)
+}
+
+/// Reads a dataset and drops every example with a text in `exclude` (normalised).
+pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
+    let path = &cfg.path;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut examples = parse_examples(&text, cfg)?;
+    let mut targets =
+        match &cfg.targets {
+            None => None,
+            Some(t) => {
+                let bytes = std::fs::read(t).map_err(|e| Error::io(t, e))?;
+                let (v, rows, dim) = st5_format::npy::read_f32(&bytes)
+                    .map_err(|m| Error::Data { path: t.clone(), line: 0, message: m })?;
+                if rows != examples.len() {
+                    return Err(Error::Data {
+                        path: t.clone(),
+                        line: 0,
+                        message: format!(
+                            "{rows} teacher vectors for the {} examples of {}",
+                            examples.len(),
+                            path.display()
+                        ),
+                    });
+                }
+                Some((v, dim))
             }
-            Some((v, dim))
-        }
-    };
+        };
     let before = examples.len();
     let keep: Vec<bool> = examples
         .iter()
@@ -192,7 +198,7 @@ pub fn load(cfg: &DatasetConfig, exclude: &HashSet<String>) -> Result<Dataset> {
     })
 }
 
-pub use st5_core::rng::Rng;
+pub use st5_format::rng::Rng;
 
 /// Where the sampler stands: everything needed to continue exactly after a restart.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -228,8 +234,33 @@ impl<'a> Sampler<'a> {
         }
     }
 
-    pub fn resume(datasets: &'a [Dataset], state: SamplerState) -> Self {
-        Self { datasets, state }
+    /// Continues from `state` (a checkpoint's), which must fit `datasets`: one order per
+    /// dataset, each a permutation of its examples, and positions within them.
+    pub fn resume(
+        datasets: &'a [Dataset],
+        state: SamplerState,
+    ) -> std::result::Result<Self, String> {
+        let n = datasets.len();
+        let lens = [state.orders.len(), state.positions.len(), state.epochs.len()];
+        if lens != [n; 3] {
+            return Err(format!(
+                "the sampler state has {lens:?} orders, positions and epochs for {n} datasets"
+            ));
+        }
+        for (i, (d, order)) in datasets.iter().zip(&state.orders).enumerate() {
+            let mut seen = vec![false; d.examples.len()];
+            let permutation = order.len() == seen.len()
+                && order.iter().all(|&j| {
+                    seen.get_mut(j as usize).is_some_and(|s| !std::mem::replace(s, true))
+                });
+            if !permutation || state.positions[i] > order.len() {
+                return Err(format!(
+                    "the sampler state of dataset {i} does not fit its {} examples",
+                    d.examples.len()
+                ));
+            }
+        }
+        Ok(Self { datasets, state })
     }
 
     /// The next batch of up to `size` examples (fewer only if a dataset has fewer distinct
@@ -353,12 +384,35 @@ mod tests {
             a.next_batch(2);
         }
         let saved = serde_json::to_string(&a.state).unwrap();
-        let mut b = Sampler::resume(&data, serde_json::from_str(&saved).unwrap());
+        let mut b = Sampler::resume(&data, serde_json::from_str(&saved).unwrap()).unwrap();
         for _ in 0..10 {
             let (ka, ba) = a.next_batch(2);
             let (kb, bb) = b.next_batch(2);
             assert_eq!((ka, ba), (kb, bb));
         }
+    }
+
+    #[test]
+    fn a_state_that_does_not_fit_the_datasets_is_refused() {
+        let data = [ds(&[("a", "b"), ("c", "d")], 1.0), ds(&[("1", "2")], 1.0)];
+        let good = Sampler::new(&data, 1).state;
+        let edit = |f: &dyn Fn(&mut SamplerState)| {
+            let mut s = good.clone();
+            f(&mut s);
+            Sampler::resume(&data, s).err().unwrap_or_default()
+        };
+        let cases: [(&str, &dyn Fn(&mut SamplerState), &str); 5] = [
+            ("an order too few", &|s| drop(s.orders.pop()), "for 2 datasets"),
+            ("an index past the end", &|s| s.orders[1] = vec![7], "its 1 examples"),
+            ("an index twice", &|s| s.orders[0] = vec![0, 0], "its 2 examples"),
+            ("a position past the end", &|s| s.positions[0] = 3, "its 2 examples"),
+            ("an epoch too many", &|s| s.epochs.push(0), "for 2 datasets"),
+        ];
+        for (name, f, want) in cases {
+            let err = edit(f);
+            assert!(err.contains(want), "{name}: {err:?}");
+        }
+        assert!(Sampler::resume(&data, good).is_ok());
     }
 
     #[test]

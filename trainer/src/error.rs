@@ -15,7 +15,8 @@ pub enum Error {
     #[error("{}:{line}: {message}", path.display())]
     Data { path: PathBuf, line: usize, message: String },
     #[error(transparent)]
-    Model(#[from] st5_core::Error),
+    Model(#[from] st5_format::Error),
+    #[cfg(feature = "model")]
     #[error("evaluation data: {0}")]
     Eval(#[from] st5_eval::EvalError),
     #[error("checkpoint {}: {message}", path.display())]

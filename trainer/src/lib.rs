@@ -3,19 +3,32 @@
 //!
 //! - [`config`]: the TOML config (stages, datasets, schedules);
 //! - [`data`]: pairs and triplets, evaluation-overlap filtering, the resumable batch sampler;
+//! - [`state`]: what a checkpoint records besides weights and optimiser state;
 //! - [`loss`]: the in-batch softmax contrastive loss with hard negatives;
 //! - [`optim`]: the optimisers as the paper configures them;
 //! - [`plot`]: the loss / dev-Spearman PNG;
 //! - [`report`]: the metrics CSV and the model card;
 //! - [`step`]: one gradient computation of the dual encoder, plain or with GradCache;
 //! - [`train`]: the run: stages, clipping, checkpoints and resume, dev evaluation, export.
+//!
+//! Without the `model` feature (on by default) only the parsers of outside files remain
+//! ([`config`], [`data`], [`state`], [`error`]): what fuzz/ builds without burn.
 
 pub mod config;
 pub mod data;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
+#[cfg(feature = "model")]
 pub mod loss;
+#[cfg(feature = "model")]
 pub mod optim;
+#[cfg(feature = "model")]
 pub mod plot;
+#[cfg(feature = "model")]
 pub mod report;
+pub mod state;
+#[cfg(feature = "model")]
 pub mod step;
+#[cfg(feature = "model")]
 pub mod train;

@@ -11,7 +11,6 @@ use std::time::Instant;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer, OptimizerRecord};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
-use serde::{Deserialize, Serialize};
 use st5_core::host::{embed_ids, scalar, to_host};
 use st5_core::loader::{Loaded, load_dir};
 use st5_core::save::{SaveOptions, save_sentence_transformers};
@@ -22,23 +21,12 @@ use st5_core::{
 };
 
 use crate::config::{OptimizerKind, StageConfig, TrainConfig, TrainDevice};
-use crate::data::{self, Dataset, Rng, Sampler, SamplerState};
+use crate::data::{self, Dataset, Rng, Sampler};
 use crate::error::{Error, Result};
 use crate::loss::ContrastiveLoss;
 use crate::report::Metric;
+pub use crate::state::TrainState;
 use crate::step::{Batch, distill_gradients, gradients};
-
-/// What a checkpoint records besides weights and optimiser state.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TrainState {
-    /// The stage in progress and the next step in it.
-    pub stage: usize,
-    pub step: usize,
-    pub sampler: Option<SamplerState>,
-    pub bad_steps: usize,
-    /// Module path → parameter id, so that the optimiser state finds its parameters again.
-    pub param_ids: BTreeMap<String, u64>,
-}
 
 /// Progress reported to the caller (the binary draws a bar from it).
 pub enum Event<'a> {
@@ -240,13 +228,7 @@ impl Run {
             let read = |name: &str| {
                 std::fs::read(dir.join(name)).map_err(|e| Error::io(dir.join(name), e))
             };
-            let s: TrainState =
-                serde_json::from_slice(&read("trainer_state.json")?).map_err(|e| {
-                    Error::Checkpoint {
-                        path: dir.clone(),
-                        message: format!("trainer_state.json: {e}"),
-                    }
-                })?;
+            let s = TrainState::parse(&read("trainer_state.json")?, dir)?;
             model = model.map(&mut SetIds(Vec::new(), &s.param_ids));
             state = Some((s, read("optimizer.bpk")?));
         }
@@ -377,7 +359,10 @@ impl Run {
                 optim = optim.load_record(rec);
             }
             let mut sampler = match state.sampler.take() {
-                Some(s) => Sampler::resume(&datasets, s),
+                Some(s) => Sampler::resume(&datasets, s).map_err(|message| Error::Checkpoint {
+                    path: PathBuf::from("trainer_state.json"),
+                    message,
+                })?,
                 None => Sampler::new(&datasets, self.cfg.seed.wrapping_add(si as u64)),
             };
             let loss =

@@ -24,14 +24,13 @@ pub mod host;
 pub mod index;
 pub mod loader;
 pub mod model;
-pub mod rng;
 pub mod save;
 pub mod t5;
 pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
-    charsmap, checkpoint, config, error, files, layout, names, npy, probe, quant, tokenizer,
+    charsmap, checkpoint, config, error, files, layout, names, npy, probe, quant, rng, tokenizer,
 };
 
 pub use burn::tensor::Device;

@@ -10,7 +10,8 @@
 //! - [`names`]: the one table between module paths and checkpoint tensor names;
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`tokenizer`]: `tokenizer.json`, with its charsmap checked first ([`charsmap`]);
-//! - [`npy`]: `.npy` arrays (embeddings, teacher vectors);
+//! - [`npy`]: `.npy` arrays (embeddings, teacher vectors); [`rng`]: the seeded generator that
+//!   training, evaluation and tests share;
 //! - [`error`]: the one error type, naming the file, tensor or line.
 
 pub mod charsmap;
@@ -25,6 +26,7 @@ pub mod names;
 pub mod npy;
 pub mod probe;
 pub mod quant;
+pub mod rng;
 pub mod tokenizer;
 pub mod variant;
 
