@@ -72,23 +72,44 @@ impl SentenceT5 {
     /// `ids`: `[batch, seq]`; `mask`: `[batch, seq]`, 1.0 for tokens and 0.0 for padding.
     /// Returns `[batch, dim]`.
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<2> {
+        self.forward_with_prompt(ids, mask, None)
+    }
+
+    /// As [`forward`](Self::forward), with soft-prompt vectors `[p, d_model]` before each text
+    /// (Lester et al. 2021). The prompt is attended to but is not pooled: mean pooling averages
+    /// the text's tokens only, `enc-first` takes the text's first token (position `p`), and the
+    /// EncDec decoder attends to prompt and text alike.
+    pub fn forward_with_prompt(
+        &self,
+        ids: Tensor<2, Int>,
+        mask: Tensor<2>,
+        prompt: Option<Tensor<2>>,
+    ) -> Tensor<2> {
         let b = ids.dims()[0];
-        let encoded = self.t5.encode(ids, mask.clone());
-        let d = encoded.dims()[2];
+        let (encoded, attended, p) = match prompt {
+            None => (self.t5.encode(ids, mask.clone()), mask.clone(), 0),
+            Some(prompt) => {
+                let p = prompt.dims()[0];
+                let (encoded, attended) = self.t5.encode_with_prompt(ids, mask.clone(), prompt);
+                (encoded, attended, p)
+            }
+        };
+        let [_, len, d] = encoded.dims();
         let pooled: Tensor<2> = match self.variant {
             Variant::EncMean => {
-                let summed = (encoded * mask.clone().unsqueeze_dim(2)).sum_dim(1).reshape([b, d]);
+                let text = encoded.slice([0..b, p..len]);
+                let summed = (text * mask.clone().unsqueeze_dim(2)).sum_dim(1).reshape([b, d]);
                 // sentence-transformers clamps the count at 1e-9; every text has at least `</s>`.
                 summed / mask.sum_dim(1).clamp_min(1e-9)
             }
-            Variant::EncFirst => encoded.slice([0..b, 0..1]).reshape([b, d]),
+            Variant::EncFirst => encoded.slice([0..b, p..p + 1]).reshape([b, d]),
             Variant::EncDecFirst => {
                 let device = encoded.device();
                 let start =
                     Tensor::<2, Int>::from_data(TensorData::new(vec![0i32; b], [b, 1]), &device);
                 let decoded = self
                     .t5
-                    .decode(start, encoded, mask)
+                    .decode(start, encoded, attended)
                     .expect("encdec-first models are built with a decoder");
                 decoded.reshape([b, d])
             }

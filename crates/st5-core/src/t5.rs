@@ -390,7 +390,17 @@ impl T5Stack {
         mask: Tensor<2>,
         cross: Option<(Tensor<3>, Tensor<2>)>,
     ) -> Tensor<3> {
-        let x = self.embed(ids);
+        self.forward_embeds(self.embed(ids), mask, cross)
+    }
+
+    /// As [`forward`](Self::forward) from input embeddings `x`: `[batch, seq, d_model]` (token
+    /// embeddings, possibly behind soft-prompt vectors).
+    pub fn forward_embeds(
+        &self,
+        x: Tensor<3>,
+        mask: Tensor<2>,
+        cross: Option<(Tensor<3>, Tensor<2>)>,
+    ) -> Tensor<3> {
         let seq = x.dims()[1];
         let mut bias =
             self.block[0].self_attention.SelfAttention.compute_bias(seq, seq) + mask_bias(mask);
@@ -424,6 +434,26 @@ impl T5Model {
     /// `ids`, `mask`: `[batch, seq]` → encoder output `[batch, seq, d_model]`
     pub fn encode(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<3> {
         self.encoder.forward(ids, mask, None)
+    }
+
+    /// The encoder over `prompt` `[p, d_model]` (soft-prompt vectors, Lester et al. 2021, §2)
+    /// followed by each text's token embeddings: `ids`, `mask` `[batch, seq]` → output
+    /// `[batch, p + seq, d_model]` and the attention mask `[batch, p + seq]` (prompt positions
+    /// attended, 1).
+    pub fn encode_with_prompt(
+        &self,
+        ids: Tensor<2, Int>,
+        mask: Tensor<2>,
+        prompt: Tensor<2>,
+    ) -> (Tensor<3>, Tensor<2>) {
+        let [b, _] = ids.dims();
+        let [p, d] = prompt.dims();
+        let x = Tensor::cat(
+            vec![prompt.unsqueeze_dim::<3>(0).expand([b, p, d]), self.encoder.embed(ids)],
+            1,
+        );
+        let mask = Tensor::cat(vec![Tensor::<2>::ones([b, p], &mask.device()), mask], 1);
+        (self.encoder.forward_embeds(x, mask.clone(), None), mask)
     }
 
     /// Runs the decoder on `decoder_ids` `[batch, tgt]` over the encoder output `[batch, src,

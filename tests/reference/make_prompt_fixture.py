@@ -1,0 +1,59 @@
+"""Soft-prompt reference (issue 16, part 1; Lester et al. 2021): embeddings of the fixture model
+`st-enc-mean-relu` with P random prompt vectors before each text's token embeddings, computed
+with transformers' T5EncoderModel (`inputs_embeds`), the prompt attended to but not pooled.
+Writes tests/fixtures/prompt/expected.json: the prompt, the texts' ids, and the embeddings for
+enc-mean (mean over the text's tokens) and enc-first (the text's first token, position P), each
+then the fixture's Dense and L2 normalisation.
+
+    /tmp/st5-ref/bin/python tests/reference/make_prompt_fixture.py
+"""
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import T5EncoderModel
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures"
+P = 3
+
+
+def main():
+    model_dir = FIX / "st-enc-mean-relu"
+    exp = json.loads((model_dir / "expected.json").read_text())
+    ids = exp["input_ids"]
+    enc = T5EncoderModel.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    dense = load_file(model_dir / "2_Dense" / "model.safetensors")["linear.weight"].float()
+    d = enc.config.d_model
+    torch.manual_seed(0)
+    prompt = torch.randn(P, d) * 0.5
+    n, seq = len(ids), max(len(t) for t in ids)
+    ids_t = torch.zeros(n, seq, dtype=torch.long)
+    mask = torch.zeros(n, seq)
+    for i, t in enumerate(ids):
+        ids_t[i, : len(t)] = torch.tensor(t)
+        mask[i, : len(t)] = 1
+    with torch.no_grad():
+        x = torch.cat([prompt.expand(n, P, d), enc.get_input_embeddings()(ids_t)], 1)
+        attention = torch.cat([torch.ones(n, P), mask], 1)
+        h = enc(inputs_embeds=x, attention_mask=attention).last_hidden_state
+        text = h[:, P:]
+        pooled = {
+            "enc-mean": (text * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp_min(1e-9),
+            "enc-first": text[:, 0],
+        }
+        out = {
+            k: torch.nn.functional.normalize(v @ dense.T, dim=-1).tolist() for k, v in pooled.items()
+        }
+    path = FIX / "prompt" / "expected.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(
+        json.dumps({"model": "st-enc-mean-relu", "prompt": prompt.tolist(), "input_ids": ids, "embeddings": out})
+    )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
