@@ -43,3 +43,46 @@ fn prompted_embeddings_match_the_reference() {
         }
     }
 }
+
+/// The signal prompt training follows: the contrastive loss on prompted embeddings, and its
+/// gradient with respect to the prompt alone (the model frozen), equal PyTorch's
+/// (make_prompt_fixture.py) within 1e-5 relative to the gradient's largest value.
+#[test]
+fn prompt_gradient_matches_pytorch() {
+    use burn::module::Module;
+    use st5_trainer::loss::ContrastiveLoss;
+    let exp: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("prompt/expected.json")).unwrap())
+            .unwrap();
+    let t = &exp["training"];
+    let prompt: Vec<Vec<f32>> = serde_json::from_value(exp["prompt"].clone()).unwrap();
+    let (p, d) = (prompt.len(), prompt[0].len());
+    let ids: Vec<Vec<u32>> = serde_json::from_value(exp["input_ids"].clone()).unwrap();
+    let seqs: Vec<&[u32]> = ids[..8].iter().map(Vec::as_slice).collect();
+    let device = Device::flex().autodiff();
+    let options = LoadOptions { variant: Some(Variant::EncMean), ..LoadOptions::default() };
+    let e = Embedder::load(&fixture("st-enc-mean-relu"), &options, &device).unwrap();
+    let model = e.model().clone().no_grad();
+    let prompt_t =
+        Tensor::<2>::from_data(TensorData::new(prompt.concat(), [p, d]), &device).require_grad();
+    let (ids_t, mask) = e.batch_tensors(&seqs);
+    let emb = model.forward_with_prompt(ids_t, mask, Some(prompt_t.clone()));
+    let loss = ContrastiveLoss {
+        temperature: t["temperature"].as_f64().unwrap() as f32,
+        symmetric: false,
+    }
+    .forward(emb.clone().slice([0..4]), emb.slice([4..8]), None);
+    let value: f32 = loss.clone().into_data().try_to_vec::<f32>().unwrap()[0];
+    let want_loss = t["loss"].as_f64().unwrap() as f32;
+    assert!(
+        (value - want_loss).abs() <= 1e-5 * want_loss.abs().max(1.0),
+        "loss {value} vs {want_loss}"
+    );
+    let grads = loss.backward();
+    let got: Vec<f32> = prompt_t.grad(&grads).unwrap().into_data().try_to_vec().unwrap();
+    let want: Vec<Vec<f32>> = serde_json::from_value(t["prompt_grad"].clone()).unwrap();
+    let want = want.concat();
+    let scale = want.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let err = max_abs_diff(&got, &want);
+    assert!(err <= 1e-5 * scale, "prompt gradient: max abs error {err:e} (largest value {scale})");
+}

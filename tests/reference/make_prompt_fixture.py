@@ -3,7 +3,8 @@
 with transformers' T5EncoderModel (`inputs_embeds`), the prompt attended to but not pooled.
 Writes tests/fixtures/prompt/expected.json: the prompt, the texts' ids, and the embeddings for
 enc-mean (mean over the text's tokens) and enc-first (the text's first token, position P), each
-then the fixture's Dense and L2 normalisation.
+then the fixture's Dense and L2 normalisation; and a contrastive loss on them with its gradient
+with respect to the prompt alone (the model frozen), which prompt training follows.
 
     /tmp/st5-ref/bin/python tests/reference/make_prompt_fixture.py
 """
@@ -47,10 +48,23 @@ def main():
         out = {
             k: torch.nn.functional.normalize(v @ dense.T, dim=-1).tolist() for k, v in pooled.items()
         }
+    # The training signal: the contrastive loss (τ 0.05, in-batch softmax, no negatives) of
+    # anchors = texts 0-3 against positives = texts 4-7 on the prompted enc-mean embeddings, and
+    # its gradient with respect to the prompt alone (the model frozen).
+    prompt_p = prompt.clone().requires_grad_(True)
+    for param in enc.parameters():
+        param.requires_grad_(False)
+    x = torch.cat([prompt_p.expand(n, P, d), enc.get_input_embeddings()(ids_t)], 1)
+    h = enc(inputs_embeds=x, attention_mask=torch.cat([torch.ones(n, P), mask], 1)).last_hidden_state[:, P:]
+    e = torch.nn.functional.normalize(((h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)) @ dense.T, dim=-1)
+    a, pos = torch.nn.functional.normalize(e[:4], dim=-1), torch.nn.functional.normalize(e[4:8], dim=-1)
+    loss = torch.nn.functional.cross_entropy(a @ pos.T / 0.05, torch.arange(4))
+    loss.backward()
+    training = {"temperature": 0.05, "anchors": [0, 1, 2, 3], "positives": [4, 5, 6, 7], "loss": loss.item(), "prompt_grad": prompt_p.grad.tolist()}
     path = FIX / "prompt" / "expected.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(
-        json.dumps({"model": "st-enc-mean-relu", "prompt": prompt.tolist(), "input_ids": ids, "embeddings": out})
+        json.dumps({"model": "st-enc-mean-relu", "prompt": prompt.tolist(), "input_ids": ids, "embeddings": out, "training": training})
     )
     print(f"wrote {path}")
 
