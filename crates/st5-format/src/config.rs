@@ -153,19 +153,30 @@ impl T5Config {
     /// `[seq, heads * d_kv]` or hidden states `[seq, d_model]`. A batch of `b` texts needs `b`
     /// times this in one buffer.
     pub fn activation_bytes_per_text(&self, seq: usize) -> u64 {
-        let widest = (self.num_heads * seq).max(self.d_ff).max(self.inner_dim()).max(self.d_model);
-        4 * (seq * widest) as u64
+        // u64, saturating: wasm32's usize is 32 bits, and `seq` comes from outside.
+        let (seq, heads) = (seq as u64, self.num_heads as u64);
+        let widest = [
+            heads.saturating_mul(seq),
+            self.d_ff as u64,
+            self.inner_dim() as u64,
+            self.d_model as u64,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+        seq.saturating_mul(widest).saturating_mul(4)
     }
 
     /// The largest weight tensor as `(name, f32 bytes)`: the embedding table or an FFN matrix.
     pub fn largest_weight(&self) -> (&'static str, u64) {
+        let d = self.d_model as u64;
         [
-            ("shared.weight", self.vocab_size * self.d_model),
-            ("encoder.block.*.layer.1.DenseReluDense.wi*.weight", self.d_ff * self.d_model),
-            ("encoder.block.*.layer.0.SelfAttention.q.weight", self.inner_dim() * self.d_model),
+            ("shared.weight", self.vocab_size as u64 * d),
+            ("encoder.block.*.layer.1.DenseReluDense.wi*.weight", self.d_ff as u64 * d),
+            ("encoder.block.*.layer.0.SelfAttention.q.weight", self.inner_dim() as u64 * d),
         ]
         .into_iter()
-        .map(|(n, elems)| (n, 4 * elems as u64))
+        .map(|(n, elems)| (n, 4 * elems))
         .max_by_key(|&(_, b)| b)
         .expect("non-empty")
     }
@@ -189,6 +200,25 @@ impl T5Config {
         ] {
             if v == 0 {
                 return Err(format!("`{key}` must be positive"));
+            }
+        }
+        // Far above any T5 (mT5-XXL: vocab 250,112, d_model 4,096, d_ff 10,240, 64 heads of 64;
+        // T5-11B: d_ff 65,536, 128 heads of 128), and low enough that every size derived from
+        // them fits 64 bits, and each weight's elements fit wasm32's usize. Found by fuzzing:
+        // a d_model of 8.9e15 overflowed the weight-size arithmetic.
+        for (key, v, max) in [
+            ("vocab_size", self.vocab_size, 1 << 22),
+            ("d_model", self.d_model, 1 << 16),
+            ("d_kv", self.d_kv, 1 << 13),
+            ("d_ff", self.d_ff, 1 << 20),
+            ("num_layers", self.num_layers, 1 << 10),
+            ("num_decoder_layers", self.decoder_layers(), 1 << 10),
+            ("num_heads", self.num_heads, 1 << 10),
+            ("relative_attention_num_buckets", self.relative_attention_num_buckets, 1 << 12),
+            ("relative_attention_max_distance", self.relative_attention_max_distance, 1 << 20),
+        ] {
+            if v > max {
+                return Err(format!("`{key}` = {v} is beyond any T5 (at most {max})"));
             }
         }
         if FeedForward::parse(&self.feed_forward_proj).is_none() {
@@ -241,8 +271,18 @@ mod tests {
 
     #[test]
     fn validation_names_the_key() {
-        let cases: [(&str, Option<&str>); 8] = [
+        let cases: [(&str, Option<&str>); 11] = [
             ("{}", None),
+            // Found by fuzzing: sizes whose products overflowed.
+            (
+                r#"{"d_model": 8888888888884422222}"#,
+                Some("`d_model` = 8888888888884422222 is beyond"),
+            ),
+            (r#"{"num_heads": 1025}"#, Some("num_heads")),
+            (
+                r#"{"vocab_size": 250112, "d_model": 4096, "d_ff": 65536, "num_heads": 128, "d_kv": 128}"#,
+                None,
+            ),
             (r#"{"d_model": 0}"#, Some("d_model")),
             (r#"{"num_heads": 0}"#, Some("num_heads")),
             (r#"{"feed_forward_proj": "gated-tanh"}"#, Some("feed_forward_proj")),
