@@ -9,8 +9,10 @@ them (minimised with `cargo fuzz cmin`).
     python3 fuzz/seed.py
 """
 
+import ast
 import base64
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -19,18 +21,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
 OUT = ROOT / "fuzz" / "corpus"
-SEP = b"\n--st5-file--\n"  # st5_format::fuzzing::MODEL_FILES_SEP
-FILES = [
-    "modules.json",
-    "config.json",
-    "sentence_bert_config.json",
-    "tokenizer_config.json",
-    "1_Pooling/config.json",
-    "2_Dense/config.json",
-    "model.safetensors.index.json",
-    "model-00001-of-00002.safetensors",
-    "model-00002-of-00002.safetensors",
-]
+# The model_files target's separator and file list, read from the one place they are defined.
+_FUZZING_RS = (ROOT / "crates" / "st5-format" / "src" / "fuzzing.rs").read_text()
+SEP = ast.literal_eval(re.search(r"MODEL_FILES_SEP: &\[u8\] = b(\".*?\");", _FUZZING_RS).group(1)).encode()
+FILES = re.findall(r'"([^"]+)"', re.search(r"MODEL_FILES: \[&str; \d+\] = \[(.*?)\];", _FUZZING_RS, re.S).group(1))
 
 
 def put(target, name, data):

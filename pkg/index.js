@@ -237,7 +237,9 @@ class WorkerModel {
   #source;
   #options;
   #onProgress;
-  #restart = null;
+  // The worker trapped (an 'internal' error): its wasm instance is unusable, so the next call
+  // starts a new worker and loads the model again.
+  #broken = false;
   #disposed = false;
 
   constructor(source, options, onProgress) {
@@ -257,7 +259,7 @@ class WorkerModel {
       if (data.state) this.#state = data.state;
       if (!data.error) return p?.resolve(data.result);
       const { message, code, call } = data.error;
-      if (code === 'internal') this.#restart ??= worker;
+      if (code === 'internal' && worker === this.#worker) this.#broken = true;
       p?.reject(Object.assign(new Error(message), { code, call }));
     };
     worker.onerror = (e) => {
@@ -266,10 +268,12 @@ class WorkerModel {
       this.#pending.clear();
     };
     this.#worker = worker;
+    this.#broken = false;
     try {
       await this.#post('load', { source: this.#source, options: this.#options });
     } catch (err) {
       worker.terminate();
+      this.#broken = true; // the next call tries a fresh worker again
       throw err;
     }
   }
@@ -284,9 +288,8 @@ class WorkerModel {
 
   async call(op, args, transfer = []) {
     if (this.#disposed) throw new Error('st5: this model has been disposed');
-    if (this.#restart === this.#worker) {
+    if (this.#broken) {
       this.#worker.terminate();
-      this.#restart = null;
       await this.start();
     }
     return this.#post(op, args, transfer);
@@ -315,7 +318,7 @@ class WorkerModel {
   async dispose() {
     if (this.#disposed) return;
     this.#disposed = true;
-    if (this.#restart !== this.#worker) await this.#post('dispose', {});
+    if (!this.#broken) await this.#post('dispose', {});
     this.#worker.terminate();
   }
 }

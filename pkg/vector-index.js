@@ -82,12 +82,15 @@ export class SearchIndex {
       const done = Math.min(i + batchSize, fresh.length);
       onProgress?.({ done, total: fresh.length, perSecond: done / ((performance.now() - t0) / 1000) });
     }
+    // Once per call, not per batch: releasing also empties the model's scratch buffers.
+    this.#index.releaseMemory();
     return { added: fresh.length, ms: performance.now() - t0 };
   }
 
   /** Adds precomputed vectors (row-major) for `texts`, without embedding. */
   addVectors(texts, vectors) {
     this.#index.add(vectors);
+    this.#index.releaseMemory();
     this.texts.push(...texts);
   }
 

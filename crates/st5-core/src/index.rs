@@ -175,11 +175,19 @@ impl VectorIndex {
             self.len += take;
             rest = tail;
         }
-        // Each add leaves the shard's old buffer, and the scores of searches at the old length,
-        // free in cubecl's pools at sizes that never come back: a growing index held ~5 more GPU
-        // buffers per add-and-search round (tests/browser/memory.test.mjs) until released here.
-        crate::device::release_pooled_memory(&self.device);
         Ok(())
+    }
+
+    /// Frees what cubecl's pools keep for reuse on this index's device: after a batch of adds,
+    /// not after each. Each add leaves the shard's old buffer, and the scores of searches at the
+    /// old length, free in the pools at sizes that never come back: a growing index held ~5 more
+    /// GPU buffers per add-and-search round (tests/browser/memory.test.mjs) until released. The
+    /// pools are the device's, so this also empties the model's scratch buffers, which is why a
+    /// caller that embeds and adds in a loop calls it once, at the end. A no-op on the CPU.
+    pub fn release_pooled_memory(&self) {
+        if self.gpu {
+            self.device.memory_cleanup();
+        }
     }
 
     /// The `k` best vectors for each query (row-major `[q, dim]`), best first, ties to the lower

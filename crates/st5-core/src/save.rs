@@ -318,7 +318,9 @@ pub fn convert(
     save_sentence_transformers(&loaded.model, output, &save)
 }
 
-fn staging_dir(dir: &Path) -> PathBuf {
+/// Where a save into `dir` writes before it moves the result into place (`.{name}.saving`
+/// beside it), so that a save that fails part-way leaves `dir` as it was.
+pub fn staging_dir(dir: &Path) -> PathBuf {
     let name =
         dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
     dir.with_file_name(format!(".{name}.saving"))

@@ -37,7 +37,6 @@ fn precheck(text: &str) -> std::result::Result<(), String> {
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
     use serde_json::Value;
 
-    serde_json::from_str::<IgnoredAny>(text).map_err(|e| format!("not valid JSON: {e}"))?;
     struct TopLevel<'a>(&'a mut std::result::Result<(), String>);
     impl<'de> Visitor<'de> for TopLevel<'_> {
         type Value = ();
@@ -62,10 +61,17 @@ fn precheck(text: &str) -> std::result::Result<(), String> {
             Ok(())
         }
     }
+    // One pass: the visitor reads every value (so all of the JSON is checked), `end` refuses
+    // anything after the object, and a syntax error anywhere outranks what the visitor found.
     let mut found = Ok(());
-    serde_json::Deserializer::from_str(text)
-        .deserialize_map(TopLevel(&mut found))
-        .map_err(|e| format!("not a tokenizer.json object: {e}"))?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_map(TopLevel(&mut found)).and_then(|()| de.end()).map_err(|e| {
+        if e.is_data() {
+            format!("not a tokenizer.json object: {e}")
+        } else {
+            format!("not valid JSON: {e}")
+        }
+    })?;
     found
 }
 
@@ -201,6 +207,8 @@ mod tests {
             (format!(r#"{{"model": {{"vocab": [["{long}", -1.0]]}}}}"#), Some("bytes long")),
             (format!(r#"{{"model": {{"vocab": {{"{long}": 1}}}}}}"#), None),
             ("[1, 2]".into(), Some("not a tokenizer.json object")),
+            (r#"{"normalizer": null} {"#.into(), Some("not valid JSON")),
+            (r#"{"normalizer": null, "x": [1, 2}"#.into(), Some("not valid JSON")),
             // Found by fuzzing: a template naming a special token that is not defined.
             (
                 r#"{"post_processor": {"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 0}}], "pair": [], "special_tokens": {"</x>": {"id": "</x>", "ids": [1], "tokens": ["</x>"]}}}}"#.into(),

@@ -355,6 +355,13 @@ impl Index {
         self.inner.borrow_mut().add(vectors).map_err(js_error)
     }
 
+    /// Gives back the device memory earlier adds and searches left pooled (see
+    /// `VectorIndex::release_pooled_memory`); call it once after a run of adds.
+    #[wasm_bindgen(js_name = releaseMemory)]
+    pub fn release_memory(&self) {
+        self.inner.borrow().release_pooled_memory();
+    }
+
     /// The best `k` ids and scores for each row-major query; resolves to
     /// `{ ids: Uint32Array, scores: Float32Array, k }` with `k = min(k, length)` per query.
     pub fn search(&self, queries: Vec<f32>, k: usize) -> Promise {
