@@ -611,3 +611,102 @@ fn encdec_first_trains_and_loads_back_identically() {
     let start = decoder(&repo_root().join("tests/fixtures/hf-t5-relu-f16"));
     assert_ne!(decoder(&saved), start);
 }
+
+/// Soft-prompt tuning (issue 16): the tiny two-stage config with `prompt_length = 4` tunes a
+/// prompt on the frozen `st-enc-mean-relu` fixture. A run that crashes after a checkpoint and is
+/// resumed writes the same prompt bit for bit as an uninterrupted run; the prompt file, applied
+/// to the fixture loaded from disk, embeds exactly as the trained model did in memory (so the
+/// model stayed frozen); training moved the prompt; another model refuses it.
+#[test]
+fn prompt_run_tunes_only_the_prompt_and_resumes_exactly() {
+    use burn::module::Module;
+    use st5_core::fingerprint::weights_fingerprint;
+    use st5_core::host::{embed_ids, to_host};
+    use st5_core::prompt::Prompt;
+    use st5_core::{Embedder, LoadOptions};
+    use st5_trainer::config::TrainConfig;
+    use st5_trainer::train::{Event, Run};
+    let root = scratch_dir("tiny-prompt");
+    let fixtures = repo_root().join("tests/fixtures");
+    let config = |sub: &str| {
+        let dir = root.join(sub);
+        let (model_out, prompt_out) =
+            (format!("{:?}", dir.join("model")), format!("{:?}", dir.join("p.safetensors")));
+        let (from_init, to_init) = (
+            format!("init = {:?}", fixtures.join("hf-t5-relu-f16").display().to_string()),
+            format!("init = {:?}", fixtures.join("st-enc-mean-relu").display().to_string()),
+        );
+        let edits = [
+            (model_out.as_str(), prompt_out.as_str()),
+            (from_init.as_str(), to_init.as_str()),
+            ("dim = 16\n", ""),
+            ("checkpoint_every = 5", "checkpoint_every = 2"),
+            ("chunk_size = 8", "chunk_size = 8\nprompt_length = 4"),
+            ("clip_norm = 1.0", "clip_norm = 1.0\nprompt_length = 4"),
+            ("steps = 20", "steps = 6"),
+            ("steps = 20", "steps = 6"),
+            ("lr = 1e-3", "lr = 0.05"),
+            ("lr = 1e-3", "lr = 0.05"),
+        ];
+        TrainConfig::from_file(&tiny_config(&dir, &edits)).unwrap()
+    };
+    let prompt_of = |sub: &str| {
+        let path = root.join(sub).join("p.safetensors");
+        Prompt::from_bytes(&std::fs::read(&path).unwrap(), &path).unwrap()
+    };
+
+    let (mut straight, state) = Run::new(config("straight"), false).unwrap();
+    let start = to_host(straight.model.prompt.as_ref().unwrap().val().try_into_data()).unwrap();
+    straight.train(state, |_| {}).unwrap();
+    straight.export("tiny prompt run".into()).unwrap();
+    assert!(root.join("straight/p.md").is_file(), "no card beside the prompt");
+
+    // A crash right after the second checkpoint (qa step 4 of 6), then --resume.
+    let (mut cut, state) = Run::new(config("cut"), false).unwrap();
+    let mut checkpoints = 0;
+    let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cut.train(state, |e| {
+            if let Event::Checkpoint(_) = e {
+                checkpoints += 1;
+                assert!(checkpoints < 2, "crash after checkpoint {checkpoints}");
+            }
+        })
+    }));
+    assert!(crashed.is_err(), "the run was not interrupted");
+    assert!(!root.join("cut/p.safetensors").exists());
+    let (mut resumed, state) = Run::new(config("cut"), true).unwrap();
+    assert_eq!(state.as_ref().map(|(s, _)| (s.stage, s.step)), Some((0, 4)));
+    resumed.train(state, |_| {}).unwrap();
+    resumed.export("tiny prompt run".into()).unwrap();
+    let (a, b) = (prompt_of("straight"), prompt_of("cut"));
+    assert_eq!(a, b, "the resumed run's prompt differs from the uninterrupted run's");
+    let moved = a.values.iter().zip(&start).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max);
+    assert!(moved > 1e-3, "training did not move the prompt ({moved:e})");
+    let base = fixtures.join("st-enc-mean-relu");
+    assert_eq!(a.meta.base_fingerprint, weights_fingerprint(&st5_core::Dir(base.clone())).unwrap());
+    assert_eq!((a.meta.length, a.meta.d_model), (4, 8));
+
+    // The file on the fixture from disk embeds exactly as the trained model in memory: the
+    // model's weights did not move, and the prompt takes part.
+    let texts = ["A man is playing a guitar.", "A dog runs in the park.", "Two"];
+    let mut loaded = Embedder::load(&base, &LoadOptions::default(), &Device::flex()).unwrap();
+    let plain = loaded.embed(&texts).unwrap();
+    let path = root.join("straight/p.safetensors");
+    loaded.set_prompt(Some((&a, &path)), &a.meta.base_fingerprint).unwrap();
+    let prompted = loaded.embed(&texts).unwrap();
+    let ids = loaded.tokenizer().encode_batch(&texts).unwrap();
+    let seqs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+    let in_memory =
+        to_host(embed_ids(&straight.model.valid(), &seqs, &Device::flex()).try_into_data());
+    assert_eq!(prompted.data, in_memory.unwrap());
+    assert!(worst_abs(&prompted.data, &plain.data) > 1e-3, "the prompt changed nothing");
+
+    // Another model (another fingerprint and width) refuses it.
+    let other = fixtures.join("st-enc-first-gated-f16");
+    let options =
+        LoadOptions { tokenizer: Some(base.join("tokenizer.json")), ..Default::default() };
+    let mut e = Embedder::load(&other, &options, &Device::flex()).unwrap();
+    let fp = weights_fingerprint(&st5_core::Dir(other)).unwrap();
+    let err = e.set_prompt(Some((&a, &path)), &fp).unwrap_err().to_string();
+    assert!(err.contains("p.safetensors") && err.contains("made for"), "{err}");
+}

@@ -190,6 +190,12 @@ pub struct StageConfig {
     /// GradCache: texts per forward pass (0: the whole batch at once).
     #[serde(default)]
     pub chunk_size: usize,
+    /// Soft-prompt tuning (Lester et al. 2021): learn this many vectors placed before every
+    /// text, the model frozen, with this stage's loss. 0 (the default): train the model. Every
+    /// stage of a run gives the same length, or none does; a prompt run starts from a trained
+    /// model directory and writes `output` as a prompt file (`st5_format::prompt`).
+    #[serde(default)]
+    pub prompt_length: usize,
     #[serde(rename = "dataset")]
     pub datasets: Vec<DatasetConfig>,
 }
@@ -282,6 +288,24 @@ impl TrainConfig {
         if let Some(c) = self.card.as_ref().filter(|c| !c.is_file()) {
             return Err(format!("card: no file {}", c.display()));
         }
+        let lengths: std::collections::BTreeSet<usize> =
+            self.stages.iter().map(|s| s.prompt_length).collect();
+        if lengths.len() > 1 {
+            return Err(format!(
+                "stages give prompt_length {lengths:?}: a run trains one prompt (every stage the same length) or the model (none)"
+            ));
+        }
+        if let Some(p) = self.prompt_length() {
+            if p > st5_format::prompt::MAX_LENGTH {
+                return Err(format!(
+                    "prompt_length {p} (at most {})",
+                    st5_format::prompt::MAX_LENGTH
+                ));
+            }
+            if self.model.dim.is_some() {
+                return Err("a prompt run keeps the model as it is: no [model] dim".into());
+            }
+        }
         for s in &self.stages {
             let at = |m: &str| format!("stage `{}`: {m}", s.name);
             if (s.steps > 0) == s.epochs.is_some() {
@@ -329,6 +353,13 @@ impl TrainConfig {
     /// The evaluation data directory: `eval_data`, else the default of `st5 eval --data`.
     pub fn eval_data(&self) -> PathBuf {
         self.eval_data.clone().unwrap_or_else(st5_eval::data::default_data_dir)
+    }
+}
+
+impl TrainConfig {
+    /// The soft-prompt length of a prompt run, `None` when the run trains the model.
+    pub fn prompt_length(&self) -> Option<usize> {
+        self.stages.first().map(|s| s.prompt_length).filter(|&p| p > 0)
     }
 }
 
@@ -459,5 +490,38 @@ mod tests {
         assert_eq!(write("card = 'CARD.md'\n").unwrap().card, Some(dir.join("CARD.md")));
         assert_eq!(write("").unwrap().card, None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_run_trains_one_prompt_or_the_model() {
+        let run = |model: &str, lengths: &[&str]| {
+            let stages: String = lengths
+                .iter()
+                .map(|p| format!("[[stage]]\nname = 's'\nbatch_size = 4\nsteps = 1\n{p}[[stage.dataset]]\npath = 'x.jsonl'\n"))
+                .collect();
+            TrainConfig::parse(
+                &format!("output = 'p.safetensors'\n[model]\ninit = 'm'\n{model}{stages}"),
+                Path::new("run.toml"),
+            )
+        };
+        // (model section, each stage's prompt line, the prompt length or the error's words)
+        let cases: [(&str, &[&str], Result<Option<usize>, &str>); 6] = [
+            ("", &["", ""], Ok(None)),
+            ("", &["prompt_length = 20\n", "prompt_length = 20\n"], Ok(Some(20))),
+            ("", &["prompt_length = 0\n"], Ok(None)),
+            ("", &["prompt_length = 20\n", ""], Err("one prompt")),
+            ("", &["prompt_length = 5000\n"], Err("at most 1024")),
+            ("dim = 64\n", &["prompt_length = 8\n"], Err("no [model] dim")),
+        ];
+        for (model, lengths, want) in cases {
+            match (run(model, lengths), want) {
+                (Ok(cfg), Ok(p)) => assert_eq!(cfg.prompt_length(), p, "{lengths:?}"),
+                (Err(e), Err(words)) => {
+                    let e = e.to_string();
+                    assert!(e.contains(words) && e.contains("run.toml"), "{lengths:?}: {e}")
+                }
+                (got, want) => panic!("{model}{lengths:?}: {got:?} vs {want:?}"),
+            }
+        }
     }
 }

@@ -11,9 +11,12 @@ use std::time::Instant;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer, OptimizerRecord};
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
+use st5_core::files::Dir;
+use st5_core::fingerprint::weights_fingerprint;
 use st5_core::host::{embed_ids, scalar, to_host};
 use st5_core::loader::{Loaded, load_dir};
-use st5_core::save::{SaveOptions, save_sentence_transformers};
+use st5_core::prompt::{Prompt, PromptMeta};
+use st5_core::save::{SaveOptions, save_files, save_sentence_transformers, write_atomically};
 use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::{
@@ -145,6 +148,27 @@ fn random_model(config: &Path, cfg: &TrainConfig, device: &Device) -> Result<Loa
     Ok(Loaded { model, tokenizer, tokenizer_json, report, layout })
 }
 
+/// The first `length` token embeddings a prompt starts from: rows of the model's embedding
+/// table at ids drawn from the 5,000 most frequent pieces (Lester et al. 2021, §3.2, "sampled
+/// vocab"; SentencePiece numbers pieces by frequency, after the 3 specials).
+fn vocab_init(model: &SentenceT5, length: usize, seed: u64) -> Result<Vec<f32>> {
+    let table = model.t5.encoder.embed_tokens.val();
+    let vocab = table.dims()[0];
+    let mut rng = Rng(seed ^ 0x50_0000);
+    let top = vocab.min(5003);
+    let ids: Vec<i32> =
+        (0..length).map(|_| (3 + rng.below(top.saturating_sub(3).max(1))) as i32).collect();
+    let ids =
+        Tensor::<1, burn::tensor::Int>::from_data(TensorData::new(ids, [length]), &table.device());
+    Ok(to_host(table.select(0, ids).try_into_data())?)
+}
+
+/// What a prompt run (every stage `prompt_length = P`) keeps beside the frozen model.
+struct PromptRun {
+    /// The base model's weights fingerprint, written into the prompt file.
+    fingerprint: String,
+}
+
 /// The model being trained, with what saving it needs.
 pub struct Run {
     pub cfg: TrainConfig,
@@ -159,6 +183,7 @@ pub struct Run {
     dev_ids: Vec<Vec<u32>>,
     dev_gold: Vec<f64>,
     exclude: HashSet<String>,
+    prompt: Option<PromptRun>,
 }
 
 impl Run {
@@ -191,7 +216,19 @@ impl Run {
                 cfg.model.init.display()
             );
         }
-        let source = checkpoint.clone().unwrap_or_else(|| cfg.model.init.clone());
+        let prompt_length = cfg.prompt_length();
+        if prompt_length.is_some() && !cfg.model.init.is_dir() {
+            return Err(Error::Config {
+                path: cfg.model.init.clone(),
+                message: "a prompt run tunes a trained model: [model] init must be its directory"
+                    .into(),
+            });
+        }
+        // A prompt run's checkpoints hold the prompt alone; the model is always `init`.
+        let source = match &checkpoint {
+            Some(c) if prompt_length.is_none() => c.clone(),
+            _ => cfg.model.init.clone(),
+        };
         let options = LoadOptions {
             variant: cfg.model.variant,
             tokenizer: cfg.model.tokenizer.clone(),
@@ -214,7 +251,31 @@ impl Run {
             &std::fs::read(&config_path).map_err(|e| Error::io(&config_path, e))?,
         )
         .map_err(|e| Error::Checkpoint { path: config_path.clone(), message: e.to_string() })?;
-        if model.dense.is_empty() {
+        let prompt = match prompt_length {
+            None => None,
+            Some(length) => {
+                let fingerprint = weights_fingerprint(&Dir(cfg.model.init.clone()))?;
+                let values = match &checkpoint {
+                    Some(dir) => {
+                        let path = dir.join("prompt.safetensors");
+                        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+                        let p = Prompt::from_bytes(&bytes, &path)?;
+                        p.check_base(&fingerprint, layout.config.d_model, &path)?;
+                        p.values
+                    }
+                    None => vocab_init(&model, length, cfg.seed)?,
+                };
+                // Frozen: only the prompt records gradients, so only it is clipped and stepped.
+                model = model.no_grad();
+                let shape = [length, layout.config.d_model];
+                model.prompt = Some(Param::from_tensor(Tensor::<2>::from_data(
+                    TensorData::new(values, shape),
+                    &ad,
+                )));
+                Some(PromptRun { fingerprint })
+            }
+        };
+        if model.dense.is_empty() && prompt.is_none() {
             // The paper's projection: d_model → dim, no bias, created when the source has none.
             let (d_in, d_out) =
                 (layout.config.d_model, cfg.model.dim.unwrap_or(layout.config.d_model));
@@ -254,6 +315,7 @@ impl Run {
                 dev_ids,
                 dev_gold,
                 exclude,
+                prompt,
             },
             state,
         ))
@@ -295,6 +357,20 @@ impl Run {
         Ok(save_sentence_transformers(&self.model.valid(), dir, &options)?)
     }
 
+    /// The prompt being trained, as its file holds it (`None` when the run trains the model).
+    fn prompt_file(&self) -> Result<Option<Prompt>> {
+        let (Some(run), Some(param)) = (&self.prompt, &self.model.prompt) else { return Ok(None) };
+        let [length, d_model] = param.dims();
+        let values = to_host(param.val().try_into_data())?;
+        let meta = PromptMeta {
+            base_fingerprint: run.fingerprint.clone(),
+            length,
+            d_model,
+            variant: self.model.variant,
+        };
+        Ok(Some(Prompt { meta, values }))
+    }
+
     fn checkpoint(&self, state: &TrainState, optim: &ModuleOptimizer) -> Result<Option<PathBuf>> {
         let Some(dir) = &self.cfg.checkpoint_dir else { return Ok(None) };
         let latest = dir.join("latest");
@@ -304,16 +380,18 @@ impl Run {
         })?;
         let state_json = serde_json::to_vec_pretty(state).expect("state serialises");
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        // f32: a resumed run must continue from exactly these weights.
-        self.save(
-            &latest,
-            None,
-            vec![
-                ("trainer_state.json".into(), state_json),
-                ("optimizer.bpk".into(), bytes.to_vec()),
-            ],
-            WeightDtype::F32,
-        )?;
+        let mut files = vec![
+            ("trainer_state.json".to_string(), state_json),
+            ("optimizer.bpk".to_string(), bytes.to_vec()),
+        ];
+        if let Some(prompt) = self.prompt_file()? {
+            // The model is frozen: the prompt is all a prompt run's checkpoint needs.
+            files.push(("prompt.safetensors".into(), prompt.to_bytes()));
+            save_files(&latest, &files)?;
+        } else {
+            // f32: a resumed run must continue from exactly these weights.
+            self.save(&latest, None, files, WeightDtype::F32)?;
+        }
         Ok(Some(latest))
     }
 
@@ -459,8 +537,17 @@ impl Run {
         Ok(())
     }
 
-    /// Writes the trained model to `cfg.output` with a model card.
+    /// Writes the trained model to `cfg.output` with a model card; a prompt run writes its
+    /// prompt file there, and the card beside it (`{output}.md`).
     pub fn export(&self, card: String) -> Result<()> {
-        self.save(&self.cfg.output, Some(card), Vec::new(), self.cfg.model.save_dtype)
+        let Some(prompt) = self.prompt_file()? else {
+            return self.save(&self.cfg.output, Some(card), Vec::new(), self.cfg.model.save_dtype);
+        };
+        let out = &self.cfg.output;
+        if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        write_atomically(out, &prompt.to_bytes())?;
+        Ok(write_atomically(&out.with_extension("md"), card.as_bytes())?)
     }
 }

@@ -10,7 +10,9 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use st5_core::fingerprint::weights_fingerprint;
 use st5_core::model::l2_normalize_rows;
+use st5_core::prompt::Prompt;
 use st5_core::save::convert;
 use st5_core::{
     Backend, DEFAULT_BATCH_SIZE, Dir, Embedder, Embeddings, FileBytes, LoadOptions, MemoryFiles,
@@ -144,6 +146,10 @@ struct ModelArgs {
     /// Override the model's max_seq_length (tokens, `</s>` included).
     #[arg(long)]
     max_seq_length: Option<usize>,
+    /// A soft prompt (`trainer` with `prompt_length`) to put before every text; it must have been
+    /// trained on this model.
+    #[arg(long)]
+    prompt: Option<PathBuf>,
 }
 
 fn parse_variant(s: &str) -> Result<Variant, String> {
@@ -168,11 +174,12 @@ impl ModelArgs {
             batch_size: self.batch_size,
             max_buffer_bytes: None,
         };
-        let (embedder, name) = match &self.model {
+        let (mut embedder, name, fingerprint) = match &self.model {
             Some(dir) => (
                 Embedder::load(dir, &options, &device)
                     .with_context(|| format!("loading model {}", dir.display()))?,
                 dir.display().to_string(),
+                self.prompt.as_ref().map(|_| weights_fingerprint(&Dir(dir.clone()))).transpose()?,
             ),
             None => {
                 let files = builtin_files();
@@ -180,9 +187,16 @@ impl ModelArgs {
                     Embedder::load_from(&files, &options, &device)
                         .context("loading the built-in model")?,
                     "the built-in model".into(),
+                    self.prompt.as_ref().map(|_| weights_fingerprint(&files)).transpose()?,
                 )
             }
         };
+        if let (Some(path), Some(fingerprint)) = (&self.prompt, fingerprint) {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            let prompt = Prompt::from_bytes(&bytes, path)?;
+            embedder.set_prompt(Some((&prompt, path)), &fingerprint)?;
+        }
         let unused = &embedder.report().unused;
         // A decoder and LM head are expected leftovers when an enc-* variant reads a full T5.
         let surprising: Vec<&String> = unused

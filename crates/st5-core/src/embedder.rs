@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use burn::tensor::{Device, Int, Tensor};
+use burn::module::Param;
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::batch::plan_batches;
 use crate::error::{Error, Result};
@@ -13,6 +14,7 @@ use crate::layout::ModelLayout;
 pub use crate::loader::{DEFAULT_BATCH_SIZE, LoadOptions};
 use crate::loader::{Loaded, load, load_dir};
 use crate::model::{SentenceT5, Variant};
+use crate::prompt::Prompt;
 use crate::tokenizer::T5Tokenizer;
 use crate::weights::LoadReport;
 
@@ -115,6 +117,35 @@ impl Embedder {
         self.batch_size = batch_size.max(1);
     }
 
+    /// Puts the soft prompt `prompt` (read from `path`) before every text from now on, after
+    /// checking that it was made for this model: `fingerprint` is this model's weights
+    /// fingerprint (`st5_format::fingerprint`), and width and pooling must match. `None` removes
+    /// the prompt.
+    pub fn set_prompt(
+        &mut self,
+        prompt: Option<(&Prompt, &Path)>,
+        fingerprint: &str,
+    ) -> Result<()> {
+        let Some((prompt, path)) = prompt else {
+            self.model.prompt = None;
+            return Ok(());
+        };
+        prompt.check_base(fingerprint, self.layout.config.d_model, path)?;
+        if prompt.meta.variant != self.model.variant {
+            return Err(Error::Prompt {
+                path: path.into(),
+                message: format!(
+                    "trained with {} pooling, but this model pools {}",
+                    prompt.meta.variant, self.model.variant
+                ),
+            });
+        }
+        let shape = [prompt.meta.length, prompt.meta.d_model];
+        let values = TensorData::new(prompt.values.clone(), shape);
+        self.model.prompt = Some(Param::from_tensor(Tensor::from_data(values, &self.device)));
+        Ok(())
+    }
+
     /// Embeds `texts`, returning `[texts.len(), dim]` in input order.
     pub fn embed<S: AsRef<str>>(&self, texts: &[S]) -> Result<Embeddings> {
         self.embed_with_progress(texts, |_, _| {})
@@ -154,12 +185,16 @@ impl Embedder {
     ) -> Result<(Vec<Vec<u32>>, Vec<Vec<usize>>, Embeddings)> {
         let ids = self.tokenize(texts)?;
         let cfg = &self.layout.config;
+        // A soft prompt lengthens every sequence the encoder sees.
+        let p = self.model.prompt_length();
         let limit = self.max_buffer_bytes.unwrap_or(u64::MAX);
         if let Some((i, t)) = ids.iter().enumerate().max_by_key(|(_, t)| t.len())
-            && cfg.activation_bytes_per_text(t.len()) > limit
+            && cfg.activation_bytes_per_text(t.len() + p) > limit
         {
-            let (what, bytes) =
-                (format!("text {i} ({} tokens)", t.len()), cfg.activation_bytes_per_text(t.len()));
+            let (what, bytes) = (
+                format!("text {i} ({} tokens)", t.len()),
+                cfg.activation_bytes_per_text(t.len() + p),
+            );
             return Err(Error::Limit {
                 what,
                 bytes,
@@ -168,7 +203,8 @@ impl Embedder {
             });
         }
         let max_rows = |seq: usize| {
-            usize::try_from(limit / cfg.activation_bytes_per_text(seq).max(1)).unwrap_or(usize::MAX)
+            usize::try_from(limit / cfg.activation_bytes_per_text(seq + p).max(1))
+                .unwrap_or(usize::MAX)
         };
         let plan =
             plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size, max_rows);

@@ -30,7 +30,8 @@ pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
-    charsmap, checkpoint, config, error, files, layout, names, npy, probe, quant, rng, tokenizer,
+    charsmap, checkpoint, config, error, files, fingerprint, layout, names, npy, probe, prompt,
+    quant, rng, tokenizer,
 };
 
 pub use burn::tensor::Device;

@@ -1,7 +1,7 @@
 //! `SentenceT5`: a T5 stack, one of the paper's three pooling variants (Ni et al. 2021, §3.1,
 //! Fig. 2), the Dense projection and L2 normalisation, all on the device.
 
-use burn::module::Module;
+use burn::module::{Module, Param};
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::config::T5Config;
@@ -29,6 +29,10 @@ pub struct SentenceT5 {
     #[module(skip)]
     pub variant: Variant,
     pub normalize: bool,
+    /// A soft prompt `[p, d_model]` (Lester et al. 2021) that [`forward`](Self::forward) puts
+    /// before every text; `None` for a plain model. It is saved on its own (`st5_format::prompt`),
+    /// never inside the model's checkpoint.
+    pub prompt: Option<Param<Tensor<2>>>,
 }
 
 impl SentenceT5 {
@@ -50,6 +54,7 @@ impl SentenceT5 {
                 .collect(),
             variant: head.variant,
             normalize: head.normalize,
+            prompt: None,
         }
     }
 
@@ -70,9 +75,15 @@ impl SentenceT5 {
     }
 
     /// `ids`: `[batch, seq]`; `mask`: `[batch, seq]`, 1.0 for tokens and 0.0 for padding.
-    /// Returns `[batch, dim]`.
+    /// Returns `[batch, dim]`. With [`prompt`](Self::prompt) set, as
+    /// [`forward_with_prompt`](Self::forward_with_prompt) with it.
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<2> {
-        self.forward_with_prompt(ids, mask, None)
+        self.forward_with_prompt(ids, mask, self.prompt.as_ref().map(Param::val))
+    }
+
+    /// Soft-prompt vectors `forward` puts before each text: 0 without a prompt.
+    pub fn prompt_length(&self) -> usize {
+        self.prompt.as_ref().map_or(0, |p| p.dims()[0])
     }
 
     /// As [`forward`](Self::forward), with soft-prompt vectors `[p, d_model]` before each text

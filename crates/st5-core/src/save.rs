@@ -170,6 +170,9 @@ pub fn save_sentence_transformers(
                 (shape, values)
             };
             t5.insert(name, (shape, values));
+        } else if path == "prompt" {
+            // A soft prompt is its own file (st5_format::prompt), not part of the model.
+            continue;
         } else if let Some(rest) = path.strip_prefix("dense.") {
             // `dense.{i}.weight` / `dense.{i}.bias` of a Linear stored `[in, out]`.
             let (i, field) = rest
@@ -316,6 +319,26 @@ pub fn convert(
         dtype,
     };
     save_sentence_transformers(&loaded.model, output, &save)
+}
+
+/// Writes `files` (relative name, bytes) as the directory `dir`, replacing what is there only
+/// once all are written (a prompt run's checkpoint).
+pub fn save_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+    let staging = staging_dir(dir);
+    let _ = std::fs::remove_dir_all(&staging);
+    for (rel, bytes) in files {
+        write(&staging, rel, bytes)?;
+    }
+    replace_dir(&staging, dir)
+}
+
+/// Writes one file through a temporary beside it and a rename, so a reader sees the old bytes
+/// or the new ones, never a part.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.saving"));
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 
 /// Where a save into `dir` writes before it moves the result into place (`.{name}.saving`

@@ -38,6 +38,9 @@ pub enum Error {
     /// An int8 tensor whose scale is missing, mis-shaped or not a float, or that is not 2-D.
     #[error("{}: int8 tensor `{name}`: {message}", path.display())]
     Quantized { path: PathBuf, name: String, message: String },
+    /// A soft-prompt file is malformed, or was made for another model.
+    #[error("soft prompt {}: {message}", path.display())]
+    Prompt { path: PathBuf, message: String },
     /// Tensors the model needs are missing or have the wrong shape.
     #[error("weights in {} do not match the model config:\n{report}", path.display())]
     Weights { path: PathBuf, report: String },

@@ -19,12 +19,14 @@ pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod files;
+pub mod fingerprint;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod layout;
 pub mod names;
 pub mod npy;
 pub mod probe;
+pub mod prompt;
 pub mod quant;
 pub mod rng;
 pub mod tokenizer;
