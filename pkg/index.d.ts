@@ -48,6 +48,12 @@ export interface LoadOptions {
   threads?: number;
   /** Cache downloads with the Cache API (default true). */
   cache?: boolean;
+  /** A soft prompt (a prompt file from `trainer` with `prompt_length`; Lester et al. 2021): vectors
+   * put before every text that specialise this model to a domain without changing its weights.
+   * A URL or the file's bytes. It must have been trained on this model (by weights fingerprint and
+   * pooling), else `load` fails with a `'model'` error naming the file. The model's `fingerprint`
+   * covers the prompt, so a saved index is never reused across prompts. */
+  prompt?: string | URL | Blob | ArrayBuffer | Uint8Array;
   onProgress?: (event: ProgressEvent) => void;
 }
 

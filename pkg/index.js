@@ -8,9 +8,11 @@ import {
   MODEL_FACTS,
   autoDevice,
   defineFacts,
-  fingerprint,
+  combineHashes,
+  fileHashes,
   PANIC_FOR_TEST,
   generation,
+  sha256,
   glue,
   guard,
   rejectUnlessTexts,
@@ -36,20 +38,31 @@ const isUrl = (s) => typeof s === 'string' || s instanceof URL;
  * @returns {Promise<Model>}
  */
 export async function load(source, options = {}) {
-  const { device = 'auto', onProgress, cache = true, threads, ...modelOptions } = options;
+  const { device = 'auto', onProgress, cache = true, threads, prompt, ...modelOptions } = options;
   const started = performance.now();
   await wasm();
+  const promptBytes = prompt == null ? null : readPrompt(prompt);
   const { files, label } = isUrl(source)
     ? await fetchModelFiles(source, { cache, onProgress, FilePlanner: glue().FilePlanner })
     : await memoryFiles(source);
   // Web Crypto hashes a copy of each file off the main thread: beside the model's construction
   // for small models, where the time matters; before it for large ones, where the memory does
   // (the copy is gone before wasm takes its own).
-  const id = fingerprint(files);
-  if (weightBytes(files) > HASH_BEFORE_LOAD_BYTES) await id;
+  const hashes = fileHashes(files);
+  if (weightBytes(files) > HASH_BEFORE_LOAD_BYTES) await hashes;
   const wanted = device !== 'auto' ? device : webgpuFailed ? 'cpu' : await autoDevice();
   onProgress?.({ stage: 'init', device: wanted });
-  const inner = await loadInner(files, { ...modelOptions, device: wanted }, label);
+  let inner = await loadInner(files, { ...modelOptions, device: wanted }, label);
+  // A soft prompt is checked against the weights fingerprint, over the files wasm names.
+  let applied = null;
+  if (promptBytes) {
+    const bytes = await promptBytes;
+    applied = { ...bytes, fingerprint: await combineHashes(await hashes, inner.weightFiles) };
+    inner = await applyPrompt(inner, applied);
+    (await hashes).set('(soft prompt)', await sha256(bytes.bytes));
+  }
+  // The model's identity covers its prompt: vectors made with another prompt are not reusable.
+  const id = combineHashes(await hashes);
   onProgress?.({ stage: 'ready', device: inner.device, ms: performance.now() - started });
   // For a URL the files are read again (from the cache) only if WebGPU fails or the module
   // traps; in-memory sources are the caller's own objects, so holding them costs nothing extra.
@@ -57,11 +70,11 @@ export async function load(source, options = {}) {
     await wasm();
     return isUrl(source) ? fetchModelFiles(source, { cache, FilePlanner: glue().FilePlanner }) : memoryFiles(source);
   };
-  const model = new Model(inner, reload, modelOptions, await id);
+  const model = new Model(inner, reload, modelOptions, await id, applied);
   const workers = threads ?? defaultThreads(weightBytes(files));
   if (inner.device !== 'cpu' || !(workers > 1) || typeof Worker === 'undefined') return model;
   // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
-  const workerOptions = { ...modelOptions, device: 'cpu', threads: 1 };
+  const workerOptions = { ...modelOptions, device: 'cpu', threads: 1, prompt: applied?.bytes };
   const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions));
   return new PoolModel(model, spawners);
 }
@@ -76,6 +89,41 @@ const weightBytes = (files) =>
 /** The wasm core's `Model.load`, on the live instance (`wasm()` must have resolved). */
 const loadInner = (files, options, label) => guard('load', () => glue().Model.load(files, options, label));
 
+/** A soft prompt's bytes and the name its errors give, from a URL or the bytes themselves. */
+async function readPrompt(prompt) {
+  if (isUrl(prompt)) {
+    const url = String(prompt);
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`st5: soft prompt ${url}: HTTP ${response.status}`);
+    return { bytes: new Uint8Array(await response.arrayBuffer()), label: url };
+  }
+  if (prompt instanceof Blob)
+    return { bytes: new Uint8Array(await prompt.arrayBuffer()), label: prompt.name ?? 'prompt file' };
+  if (prompt instanceof ArrayBuffer || ArrayBuffer.isView(prompt)) {
+    const view = ArrayBuffer.isView(prompt)
+      ? new Uint8Array(prompt.buffer, prompt.byteOffset, prompt.byteLength)
+      : new Uint8Array(prompt);
+    return { bytes: view.slice(), label: 'prompt file' };
+  }
+  throw new TypeError('st5: `prompt` must be a URL, a Blob, an ArrayBuffer or a Uint8Array');
+}
+
+/** `inner` with the soft prompt `applied` ({ bytes, label, fingerprint }) set, or as it is. */
+async function applyPrompt(inner, applied) {
+  if (!applied) return inner;
+  try {
+    await guard('setPrompt', () => inner.setPrompt(applied.bytes, applied.fingerprint, applied.label));
+  } catch (err) {
+    try {
+      inner.free();
+    } catch {
+      // after a trap the instance is gone, and the model with it
+    }
+    throw err;
+  }
+  return inner;
+}
+
 /** True for failures of the GPU itself (lost device, failed read-back), not of the input or of
  * st5: a trap is an `'internal'` error and never falls back. */
 const isDeviceFailure = (err) => err?.code === 'device';
@@ -88,11 +136,14 @@ export class Model {
   #calls = new CallQueue();
   #reload;
   #options;
+  // The soft prompt ({ bytes, label, fingerprint }) every reload of the wasm model applies again.
+  #prompt;
 
-  constructor(inner, reload, options, fingerprint) {
+  constructor(inner, reload, options, fingerprint, prompt = null) {
     this.#setInner(inner);
     this.#reload = reload;
     this.#options = options;
+    this.#prompt = prompt;
     /** SHA-256 over the model's files: what a saved index is keyed by. */
     this.fingerprint = fingerprint;
   }
@@ -166,7 +217,8 @@ export class Model {
     this.#live();
     if (this.#generation !== generation()) {
       const { files, label } = await this.#reload();
-      this.#setInner(await loadInner(files, { ...this.#options, device: this.#facts.device }, label));
+      const inner = await loadInner(files, { ...this.#options, device: this.#facts.device }, label);
+      this.#setInner(await applyPrompt(inner, this.#prompt));
     }
     return this.#inner;
   }
@@ -183,7 +235,7 @@ export class Model {
       );
       webgpuFailed = true;
       const { files, label } = await this.#reload();
-      const cpu = await loadInner(files, { ...this.#options, device: 'cpu' }, label);
+      const cpu = await applyPrompt(await loadInner(files, { ...this.#options, device: 'cpu' }, label), this.#prompt);
       try {
         inner.free();
       } catch {
@@ -216,8 +268,9 @@ export class Model {
  */
 export function loadInWorker(source, options = {}) {
   const { onProgress, ...rest } = options;
-  const absolute = isUrl(source) ? String(new URL(String(source), globalThis.location?.href)) : source;
-  return startWorker(absolute, rest, onProgress);
+  const absolute = (s) => (isUrl(s) ? String(new URL(String(s), globalThis.location?.href)) : s);
+  // The worker resolves URLs against its own script: pass them absolute.
+  return startWorker(absolute(source), { ...rest, prompt: absolute(rest.prompt) }, onProgress);
 }
 
 /** Starts a worker (worker.js) and loads `source` there; resolves once it is ready. */

@@ -155,12 +155,20 @@ export async function sha256(bytes) {
   return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-/** A model's identity: the hash of every file's name and bytes, in name order. */
-export async function fingerprint(files) {
-  const names = [...files.keys()].sort();
-  const parts = [];
-  for (const name of names) parts.push(`${name}:${await sha256(files.get(name))}`);
-  return sha256(new TextEncoder().encode(parts.join('\n')));
+/** The SHA-256 (hex) of each file, by name. */
+export async function fileHashes(files) {
+  const hashes = new Map();
+  for (const name of [...files.keys()].sort()) hashes.set(name, await sha256(files.get(name)));
+  return hashes;
+}
+
+/** SHA-256 of the lines `name:hash` of `names`, in name order. Over every file it is the
+ * model's identity (`fingerprint`, what a saved index is keyed by); over the weight files the
+ * wasm model reports, its weights fingerprint, which a soft prompt names
+ * (st5_format::fingerprint computes the same natively). */
+export function combineHashes(hashes, names = [...hashes.keys()]) {
+  const lines = [...names].sort().map((name) => `${name}:${hashes.get(name)}`);
+  return sha256(new TextEncoder().encode(lines.join('\n')));
 }
 
 /**

@@ -86,3 +86,87 @@ fn prompt_gradient_matches_pytorch() {
     let err = max_abs_diff(&got, &want);
     assert!(err <= 1e-5 * scale, "prompt gradient: max abs error {err:e} (largest value {scale})");
 }
+
+/// The prompt file the reference script wrote (make_prompt_fixture.py: the prompt above, its
+/// base named by a weights fingerprint computed in Python) is accepted for its model, so the
+/// fingerprints agree; applied through the CLI's `--prompt` and the library's
+/// `Embedder::set_prompt`, the fixture's texts embed as PyTorch's within [`TOL`]. Another
+/// model, a damaged file and a different pooling are refused with the file's name.
+#[test]
+fn prompt_file_from_python_applies_in_the_library_and_the_cli() {
+    use st5_core::fingerprint::weights_fingerprint;
+    use st5_core::prompt::Prompt;
+    let exp: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("prompt/expected.json")).unwrap())
+            .unwrap();
+    let texts: Vec<String> = serde_json::from_value(exp["texts"].clone()).unwrap();
+    let want: Vec<Vec<f32>> =
+        serde_json::from_value(exp["embeddings"]["enc-mean"].clone()).unwrap();
+    let model = fixture("st-enc-mean-relu");
+    let path = fixture("prompt/enc-mean.safetensors");
+    let prompt = Prompt::from_bytes(&std::fs::read(&path).unwrap(), &path).unwrap();
+    let fingerprint = weights_fingerprint(&st5_core::Dir(model.clone())).unwrap();
+    assert_eq!(prompt.meta.base_fingerprint, fingerprint, "Python and st5 fingerprint apart");
+
+    let mut e = Embedder::load(&model, &LoadOptions::default(), &Device::flex()).unwrap();
+    e.set_prompt(Some((&prompt, &path)), &fingerprint).unwrap();
+    let got = e.embed(&texts).unwrap();
+    let err = max_abs_diff(&got.data, &want.concat());
+    assert!(err <= TOL, "library: max abs error {err:e}");
+
+    let scratch = scratch_dir("prompt-cli");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let input = scratch.join("texts.txt");
+    // The CLI reads a text a line: the fixture's texts that hold no newline.
+    let one_line: Vec<usize> = (0..texts.len()).filter(|&i| !texts[i].contains('\n')).collect();
+    let lines: Vec<&str> = one_line.iter().map(|&i| texts[i].as_str()).collect();
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let st5 = |model: &std::path::Path, prompt: &std::path::Path, extra: &[&str]| {
+        let out = std::process::Command::new(workspace_bin("st5"))
+            .args(["embed", "--model"])
+            .arg(model)
+            .arg("--prompt")
+            .arg(prompt)
+            .arg("--input")
+            .arg(&input)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = st5(&model, &path, &[]);
+    assert!(ok, "{stderr}");
+    let rows: Vec<f32> = stdout
+        .lines()
+        .flat_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let row: Vec<f32> =
+                serde_json::from_value(v.get("embedding").unwrap_or(&v).clone()).unwrap();
+            row
+        })
+        .collect();
+    let want_cli: Vec<f32> = one_line.iter().flat_map(|&i| want[i].clone()).collect();
+    let err = max_abs_diff(&rows, &want_cli);
+    assert!(err <= TOL, "st5 embed --prompt: max abs error {err:e}");
+
+    // (model, prompt file, extra flags, words the error must hold)
+    let mut damaged = std::fs::read(&path).unwrap();
+    let n = damaged.len();
+    damaged.truncate(n - 5);
+    let cut = scratch.join("cut.safetensors");
+    std::fs::write(&cut, damaged).unwrap();
+    let tokenizer = fixture("st-enc-mean-relu/tokenizer.json").display().to_string();
+    let cases: [(std::path::PathBuf, &std::path::PathBuf, Vec<&str>, &str); 3] = [
+        (fixture("st-enc-first-gated-f16"), &path, vec!["--tokenizer", &tokenizer], "made for"),
+        (model.clone(), &cut, vec![], "cut.safetensors"),
+        (model.clone(), &path, vec!["--variant", "enc-first"], "trained with enc-mean pooling"),
+    ];
+    for (m, p, extra, words) in cases {
+        let (ok, _, stderr) = st5(&m, p, &extra);
+        assert!(!ok && stderr.contains(words), "{}: {stderr}", p.display());
+    }
+}

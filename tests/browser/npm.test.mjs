@@ -456,6 +456,62 @@ const failed = await runCases([
     },
   ],
   [
+    'soft_prompt_applies_on_cpu_webgpu_and_in_a_worker_and_is_refused_by_another_model',
+    async () => {
+      // The prompt file make_prompt_fixture.py wrote, whose base fingerprint Python computed:
+      // the browser's fingerprint over the files wasm names must agree, and the prompted
+      // embeddings must equal PyTorch's.
+      const ref = expected('prompt');
+      const prompt = '/models/prompt/enc-mean.safetensors';
+      const out = [];
+      for (const [device, worker] of [
+        ['cpu', false],
+        ['webgpu', false],
+        ['cpu', true],
+      ]) {
+        const r = await embedIn(page, {
+          url: `/models/${ST}/`,
+          options: { device, prompt, threads: 1 },
+          texts: ref.texts,
+          worker,
+        });
+        const err = maxAbsDiff(r.rows, ref.embeddings['enc-mean']);
+        if (!(err <= TOL) || r.device !== device)
+          throw new Error(`${device}${worker ? ' (worker)' : ''}: max abs error ${err} on ${r.device}`);
+        out.push(`${device}${worker ? ' in a worker' : ''} ${err.toExponential(2)}`);
+      }
+      const r = await page.evaluate(
+        async ({ base, prompt, other }) => {
+          const bytes = new Uint8Array(await (await fetch(prompt)).arrayBuffer());
+          const plain = await st5.load(base, { device: 'cpu', threads: 1 });
+          const prompted = await st5.load(base, { device: 'cpu', threads: 1, prompt: bytes });
+          const fingerprints = [plain.fingerprint, prompted.fingerprint];
+          await plain.dispose();
+          await prompted.dispose();
+          const error = (p) =>
+            p.then(
+              () => null,
+              (e) => ({ message: e.message, code: e.code }),
+            );
+          return {
+            fingerprints,
+            other: await error(st5.load(other, { device: 'cpu', threads: 1, prompt })),
+            damaged: await error(st5.load(base, { device: 'cpu', threads: 1, prompt: bytes.slice(0, -5) })),
+            afterwards: (await st5.load(base, { device: 'cpu', threads: 1 })).dim,
+          };
+        },
+        { base: `/models/${ST}/`, prompt, other: `/models/${HF}/` },
+      );
+      if (r.fingerprints[0] === r.fingerprints[1]) throw new Error('the prompt left the model fingerprint unchanged');
+      if (r.other?.code !== 'model' || !r.other.message.includes('made for'))
+        throw new Error(`another model: ${JSON.stringify(r.other)}`);
+      if (r.damaged?.code !== 'model' || !r.damaged.message.includes('prompt file'))
+        throw new Error(`damaged: ${JSON.stringify(r.damaged)}`);
+      if (r.afterwards !== 12) throw new Error('the module did not keep working');
+      return `max abs errors: ${out.join(', ')}; another model: "${r.other.message.slice(0, 90)}"; damaged: "${r.damaged.message.slice(0, 70)}"`;
+    },
+  ],
+  [
     'declarations_match_the_package',
     async () => {
       // 1. usage.ts, which touches every public function, member and option, compiles with

@@ -23,6 +23,7 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
     maxBufferBytes: 1 << 28,
     threads: 2,
     cache: true,
+    prompt: '/prompts/banking77.safetensors',
     onProgress: (e) => seen.push(e),
   };
   const model = await load('/models/st5-mini/', options);

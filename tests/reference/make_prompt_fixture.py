@@ -1,18 +1,23 @@
 """Soft-prompt reference (issue 16, part 1; Lester et al. 2021): embeddings of the fixture model
 `st-enc-mean-relu` with P random prompt vectors before each text's token embeddings, computed
 with transformers' T5EncoderModel (`inputs_embeds`), the prompt attended to but not pooled.
-Writes tests/fixtures/prompt/expected.json: the prompt, the texts' ids, and the embeddings for
-enc-mean (mean over the text's tokens) and enc-first (the text's first token, position P), each
-then the fixture's Dense and L2 normalisation; and a contrastive loss on them with its gradient
-with respect to the prompt alone (the model frozen), which prompt training follows.
+Writes tests/fixtures/prompt/expected.json: the prompt, the texts and their ids, and the
+embeddings for enc-mean (mean over the text's tokens) and enc-first (the text's first token,
+position P), each then the fixture's Dense and L2 normalisation; and a contrastive loss on them
+with its gradient with respect to the prompt alone (the model frozen), which prompt training
+follows. Also the prompt as a prompt file for the enc-mean model, tests/fixtures/prompt/
+enc-mean.safetensors, its base named by the weights fingerprint computed here independently of
+st5 (SHA-256 over `name:sha256(file)` lines of the weight files, in name order).
 
     /tmp/st5-ref/bin/python tests/reference/make_prompt_fixture.py
 """
 
+import hashlib
 import json
 from pathlib import Path
 
 import torch
+from safetensors.numpy import save_file
 from safetensors.torch import load_file
 from transformers import T5EncoderModel
 
@@ -64,9 +69,16 @@ def main():
     path = FIX / "prompt" / "expected.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(
-        json.dumps({"model": "st-enc-mean-relu", "prompt": prompt.tolist(), "input_ids": ids, "embeddings": out, "training": training})
+        json.dumps({"model": "st-enc-mean-relu", "prompt": prompt.tolist(), "texts": exp["sentences"], "input_ids": ids, "embeddings": out, "training": training})
     )
     print(f"wrote {path}")
+    weights = ["model.safetensors", "2_Dense/model.safetensors"]
+    sha = lambda b: hashlib.sha256(b).hexdigest()
+    lines = sorted(f"{name}:{sha((model_dir / name).read_bytes())}" for name in weights)
+    meta = {"base_fingerprint": sha("\n".join(lines).encode()), "length": P, "d_model": d, "variant": "enc-mean"}
+    prompt_file = FIX / "prompt" / "enc-mean.safetensors"
+    save_file({"prompt": prompt.numpy()}, prompt_file, metadata={"st5_prompt": json.dumps(meta)})
+    print(f"wrote {prompt_file}")
 
 
 if __name__ == "__main__":

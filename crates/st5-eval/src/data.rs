@@ -283,6 +283,76 @@ pub fn glue_tsv(
     Ok((texts, labels))
 }
 
+/// The records of a CSV text (RFC 4180: `"` quotes a field, `""` is a quote inside one, and a
+/// quoted field may span lines), each with the line it starts on.
+fn csv_records(text: &str, path: &Path) -> Result<Vec<(usize, Vec<String>)>> {
+    let (mut records, mut fields, mut field) = (Vec::new(), Vec::new(), String::new());
+    let (mut line, mut start, mut quoted, mut touched) = (1, 1, false, false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (false, '"') if field.is_empty() => (quoted, touched) = (true, true),
+            (false, ',') => fields.push(std::mem::take(&mut field)),
+            (false, '\r') if chars.peek() == Some(&'\n') => {}
+            (false, '\n') => {
+                if touched || !field.is_empty() || !fields.is_empty() {
+                    fields.push(std::mem::take(&mut field));
+                    records.push((start, std::mem::take(&mut fields)));
+                }
+                touched = false;
+                line += 1;
+                start = line;
+            }
+            (_, c) => {
+                if c == '\n' {
+                    line += 1;
+                }
+                field.push(c);
+                touched = true;
+            }
+        }
+    }
+    if quoted {
+        return Err(bad(path, start, "a quoted field is not closed"));
+    }
+    if touched || !field.is_empty() || !fields.is_empty() {
+        fields.push(field);
+        records.push((start, fields));
+    }
+    Ok(records)
+}
+
+/// Banking77 `train.csv` / `test.csv` (header `text,category`): each query with the index of
+/// its intent in `intents`, which grows as new intents appear (read train first, and test shares
+/// its numbering).
+pub fn banking77(path: &Path, intents: &mut Vec<String>) -> Result<Vec<Labeled>> {
+    let text = read_text(path)?;
+    let mut records = csv_records(&text, path)?.into_iter();
+    match records.next() {
+        Some((_, h)) if h == ["text", "category"] => {}
+        _ => return Err(bad(path, 1, "expected the header `text,category`")),
+    }
+    records
+        .map(|(ln, r)| {
+            let [text, intent] = <[String; 2]>::try_from(r)
+                .map_err(|r| bad(path, ln, format!("{} fields, expected 2", r.len())))?;
+            let label = match intents.iter().position(|i| *i == intent) {
+                Some(i) => i,
+                None => {
+                    intents.push(intent);
+                    intents.len() - 1
+                }
+            };
+            Ok(Labeled { text, label })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,5 +384,32 @@ mod tests {
         let p = write("trec", b"NUM:dist How far ?\nXYZ:foo what\n");
         let err = trec(&p).unwrap_err().to_string();
         assert!(err.contains("line 2") && err.contains("XYZ"), "{err}");
+    }
+
+    #[test]
+    fn csv_records_follow_rfc_4180() {
+        let path = Path::new("t.csv");
+        // (text, records as (start line, fields))
+        let cases: [(&str, Vec<(usize, Vec<&str>)>); 6] = [
+            ("a,b\n", vec![(1, vec!["a", "b"])]),
+            ("a,b\r\nc,d", vec![(1, vec!["a", "b"]), (2, vec!["c", "d"])]),
+            ("\"x, y\",z\n", vec![(1, vec!["x, y", "z"])]),
+            ("\"say \"\"hi\"\"\",q\n", vec![(1, vec!["say \"hi\"", "q"])]),
+            (
+                "\"two\nlines\",q\nnext,r\n",
+                vec![(1, vec!["two\nlines", "q"]), (3, vec!["next", "r"])],
+            ),
+            ("\"\",e\n\n", vec![(1, vec!["", "e"])]),
+        ];
+        for (text, want) in cases {
+            let got = csv_records(text, path).unwrap();
+            let want: Vec<(usize, Vec<String>)> = want
+                .into_iter()
+                .map(|(l, f)| (l, f.into_iter().map(String::from).collect()))
+                .collect();
+            assert_eq!(got, want, "{text:?}");
+        }
+        let e = csv_records("a,b\n\"open,c\n", path).unwrap_err().to_string();
+        assert!(e.contains("t.csv, line 2") && e.contains("not closed"), "{e}");
     }
 }

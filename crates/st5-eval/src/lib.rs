@@ -23,11 +23,16 @@ use serde::Serialize;
 
 pub use error::{EvalError, Result};
 use tasks::{
-    ClassifyResult, ClassifyTask, Geometry, GeometryTask, Protocol, StsResult, StsTask, Table,
+    ClassifyResult, ClassifyTask, Geometry, GeometryTask, Protocol, RetrievalResult, RetrievalTask,
+    StsResult, StsTask, Table,
 };
 
 pub const STS_TASKS: [&str; 7] = ["sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr"];
 pub const TRANSFER_TASKS: [&str; 7] = ["mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc"];
+/// STS tasks outside Avg7: STS-B dev, the split training decisions are made on.
+pub const DEV_TASKS: [&str; 1] = ["stsb-dev"];
+/// Domain retrieval tasks (not in the paper's set; what a soft prompt is tuned for).
+pub const RETRIEVAL_TASKS: [&str; 2] = ["banking77", "banking77-dev"];
 
 /// Expands `sts,transfer,sentglue,geometry,bias` (groups) and single task names, keeping order.
 pub fn expand_tasks(spec: &str) -> Result<Vec<String>> {
@@ -37,12 +42,19 @@ pub fn expand_tasks(spec: &str) -> Result<Vec<String>> {
             "sts" => STS_TASKS.to_vec(),
             "transfer" => TRANSFER_TASKS.to_vec(),
             "sentglue" | "geometry" | "bias" => vec![t],
-            t if STS_TASKS.contains(&t) || TRANSFER_TASKS.contains(&t) => vec![t],
+            t if [&STS_TASKS[..], &DEV_TASKS, &TRANSFER_TASKS, &RETRIEVAL_TASKS]
+                .concat()
+                .contains(&t) =>
+            {
+                vec![t]
+            }
             other => {
                 return Err(EvalError::Invalid(format!(
-                    "unknown task `{other}` (groups: sts, transfer, sentglue, geometry, bias; tasks: {}, {})",
+                    "unknown task `{other}` (groups: sts, transfer, sentglue, geometry, bias; tasks: {}, {}, {}, {})",
                     STS_TASKS.join(", "),
-                    TRANSFER_TASKS.join(", ")
+                    DEV_TASKS.join(", "),
+                    TRANSFER_TASKS.join(", "),
+                    RETRIEVAL_TASKS.join(", ")
                 )));
             }
         };
@@ -78,6 +90,8 @@ pub struct Report {
     pub sentglue: Vec<ClassifyResult>,
     pub sentglue_skipped: Vec<(String, String)>,
     pub geometry: Option<Geometry>,
+    /// Domain retrieval ([`RETRIEVAL_TASKS`]).
+    pub retrieval: Vec<RetrievalResult>,
     /// WEAT (words) and SEAT (sentences), in [`bias::TESTS`] order.
     pub bias: Vec<bias::WeatResult>,
     /// Distinct texts embedded (each once, across all tasks).
@@ -101,7 +115,7 @@ pub fn run(
     let sts: Vec<StsTask> = options
         .tasks
         .iter()
-        .filter(|t| STS_TASKS.contains(&t.as_str()))
+        .filter(|t| STS_TASKS.contains(&t.as_str()) || DEV_TASKS.contains(&t.as_str()))
         .map(|t| StsTask::load(t, data))
         .collect::<Result<_>>()?;
     let transfer: Vec<ClassifyTask> = options
@@ -120,6 +134,12 @@ pub fn run(
     } else {
         None
     };
+    let retrieval: Vec<RetrievalTask> = options
+        .tasks
+        .iter()
+        .filter(|t| RETRIEVAL_TASKS.contains(&t.as_str()))
+        .map(|t| RetrievalTask::load(t, data))
+        .collect::<Result<_>>()?;
     let bias = if options.tasks.iter().any(|t| t == "bias") {
         bias::WeatTest::load_all(&data.join("weat"))?
     } else {
@@ -134,6 +154,7 @@ pub fn run(
         .flat_map(|t| t.texts().collect::<Vec<_>>())
         .chain(transfer.iter().chain(&sentglue).flat_map(|t| t.texts()))
         .chain(geometry.iter().flat_map(|g| g.texts()))
+        .chain(retrieval.iter().flat_map(|r| r.texts()))
         .chain(bias.iter().flat_map(|b| b.texts()));
     for t in all {
         if !index.contains_key(t) {
@@ -154,9 +175,9 @@ pub fn run(
     let table = Table { index, data: vectors, dim };
 
     let sts_results: Vec<StsResult> = sts.iter().map(|t| t.score(&table)).collect();
-    let avg7 = (sts_results.len() == STS_TASKS.len())
-        .then(|| mean(sts_results.iter().map(|r| r.all)))
-        .flatten();
+    let seven = sts_results.iter().filter(|r| STS_TASKS.contains(&r.name.as_str()));
+    let avg7 =
+        (seven.clone().count() == STS_TASKS.len()).then(|| mean(seven.map(|r| r.all))).flatten();
     let transfer_results: Vec<ClassifyResult> =
         transfer.iter().map(|t| t.score(&table, &options.protocol)).collect();
     let glue_results: Vec<ClassifyResult> =
@@ -169,6 +190,7 @@ pub fn run(
         sentglue: glue_results,
         sentglue_skipped,
         geometry: geometry.map(|g| g.score(&table)),
+        retrieval: retrieval.iter().map(|r| r.score(&table)).collect(),
         bias: bias.iter().map(|b| b.score(&table)).collect(),
         texts_embedded: texts.len(),
         seconds_embedding,
@@ -260,6 +282,20 @@ impl Report {
                 g.positive_pairs, g.sentences
             );
         }
+        if !self.retrieval.is_empty() {
+            out += "### Domain retrieval (1-NN intent accuracy ×100)\n\n";
+            out += &row(vec!["task".into(), "accuracy".into(), "queries".into(), "indexed".into()]);
+            out += &sep(4);
+            for r in &self.retrieval {
+                out += &row(vec![
+                    r.name.clone(),
+                    format!("{:.2}", r.accuracy),
+                    r.queries.to_string(),
+                    r.indexed.to_string(),
+                ]);
+            }
+            out += "\n";
+        }
         if !self.bias.is_empty() {
             out += "### Bias (WEAT on words, SEAT on sentences; effect size d, one-sided permutation p)\n\n";
             out += &row(vec![
@@ -298,7 +334,7 @@ mod tests {
 
     #[test]
     fn task_specs_expand_and_dedupe() {
-        let cases: [(&str, Option<usize>); 7] = [
+        let cases: [(&str, Option<usize>); 8] = [
             ("sts", Some(7)),
             ("transfer", Some(7)),
             ("sts,transfer,sentglue,geometry", Some(16)),
@@ -306,6 +342,7 @@ mod tests {
             ("mr,mr,sts12,sts", Some(8)),
             ("", Some(0)),
             ("sts,bogus", None),
+            ("stsb-dev,banking77-dev,banking77", Some(3)),
         ];
         for (spec, want) in cases {
             assert_eq!(expand_tasks(spec).ok().map(|v| v.len()), want, "{spec}");

@@ -83,6 +83,12 @@ impl StsTask {
                 )],
                 vec![],
             ),
+            // The split training runs choose on (the trainer's dev metric), for comparing
+            // settings without touching test.
+            "stsb-dev" => (
+                vec![("dev".into(), data::sts_benchmark(&data.join("stsbenchmark/sts-dev.csv"))?)],
+                vec![],
+            ),
             "sickr" => (
                 vec![("test".into(), data::sick(&data.join("sick/SICK_test_annotated.txt"))?)],
                 vec![],
@@ -368,6 +374,75 @@ pub struct Geometry {
     pub uniformity: f64,
     pub positive_pairs: usize,
     pub sentences: usize,
+}
+
+/// Intent retrieval, a support site's search: each query's nearest indexed query (cosine,
+/// ties to the earlier one) must share its intent; the score is that accuracy ×100 (1-NN).
+/// `banking77`: the Banking77 train queries not in dev are the index, its test queries the
+/// queries. `banking77-dev`: the dev queries (every 10th train record, [`is_dev_record`])
+/// against the same index, for choosing settings without the test split.
+pub struct RetrievalTask {
+    pub name: String,
+    pub index: Vec<Labeled>,
+    pub queries: Vec<Labeled>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RetrievalResult {
+    pub name: String,
+    /// Queries whose nearest indexed text has their label, ×100.
+    pub accuracy: f64,
+    pub queries: usize,
+    pub indexed: usize,
+}
+
+/// Banking77's dev split: train record `i` (0-based, header excluded) with `i % 10 == 9`.
+/// The prompt recipe (trainer/recipes/prompt-banking77) trains on the other records only.
+pub fn is_dev_record(i: usize) -> bool {
+    i % 10 == 9
+}
+
+impl RetrievalTask {
+    pub fn load(name: &str, data: &Path) -> Result<Self> {
+        let dir = data.join("train/banking77");
+        let mut intents = Vec::new();
+        let train = data::banking77(&dir.join("train.csv"), &mut intents)?;
+        let (mut index, mut dev) = (Vec::new(), Vec::new());
+        for (i, q) in train.into_iter().enumerate() {
+            if is_dev_record(i) { dev.push(q) } else { index.push(q) }
+        }
+        let queries = match name {
+            "banking77" => data::banking77(&dir.join("test.csv"), &mut intents)?,
+            "banking77-dev" => dev,
+            other => return Err(EvalError::Invalid(format!("unknown retrieval task `{other}`"))),
+        };
+        Ok(Self { name: name.into(), index, queries })
+    }
+
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.index.iter().chain(&self.queries).map(|q| q.text.as_str())
+    }
+
+    pub fn score(&self, emb: &dyn Lookup) -> RetrievalResult {
+        let hits = self
+            .queries
+            .iter()
+            .filter(|q| {
+                let v = emb.get(&q.text);
+                let best = self.index.iter().map(|d| cosine(v, emb.get(&d.text))).enumerate().fold(
+                    (usize::MAX, f64::NEG_INFINITY),
+                    |b, (i, s)| if s > b.1 { (i, s) } else { b },
+                );
+                self.index.get(best.0).is_some_and(|d| d.label == q.label)
+            })
+            .count();
+        RetrievalResult {
+            name: self.name.clone(),
+            accuracy: 100.0 * hits as f64 / self.queries.len().max(1) as f64,
+            queries: self.queries.len(),
+            indexed: self.index.len(),
+        }
+    }
 }
 
 pub struct GeometryTask {

@@ -6,6 +6,7 @@ use crate::checkpoint::Checkpoint;
 use crate::config::T5Config;
 use crate::files::{MemoryFiles, ModelFiles, join};
 use crate::layout::ModelLayout;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::tokenizer::T5Tokenizer;
 
 /// `config.json`: parsed and validated, then every size the loader derives from it.

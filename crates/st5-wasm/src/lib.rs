@@ -229,6 +229,8 @@ impl FilePlanner {
 pub struct Model {
     embedder: Rc<Embedder>,
     device: &'static str,
+    /// The weight files the model was loaded from (`st5_core::fingerprint::weight_files`).
+    weight_files: Vec<String>,
 }
 
 #[wasm_bindgen]
@@ -261,7 +263,39 @@ impl Model {
             max_buffer_bytes: lower(limit, options.max_buffer_bytes),
         };
         let embedder = Embedder::load_from(&files, &load, &device).map_err(js_error)?;
-        Ok(Model { embedder: Rc::new(embedder), device: name })
+        let weight_files =
+            st5_core::fingerprint::weight_files(&files, embedder.layout()).map_err(js_error)?;
+        Ok(Model { embedder: Rc::new(embedder), device: name, weight_files })
+    }
+
+    /// The weight files this model was loaded from, in name order: the files whose hashes make
+    /// its weights fingerprint (`st5_core::fingerprint`), which a soft prompt names.
+    #[wasm_bindgen(getter, js_name = weightFiles)]
+    pub fn weight_files(&self) -> Vec<String> {
+        self.weight_files.clone()
+    }
+
+    /// Puts a soft prompt (the bytes of a prompt file; `label` names it in errors) before every
+    /// text, after checking that it was made for this model: `fingerprint` is this model's
+    /// weights fingerprint, computed by the package over [`weightFiles`](Self::weight_files).
+    /// Without bytes, removes the prompt.
+    #[wasm_bindgen(js_name = setPrompt)]
+    pub fn set_prompt(
+        &mut self,
+        bytes: Option<Vec<u8>>,
+        fingerprint: String,
+        label: String,
+    ) -> Result<(), JsValue> {
+        let embedder = Rc::get_mut(&mut self.embedder)
+            .ok_or_else(|| invalid("setPrompt: the model is busy; wait for its calls first"))?;
+        let path = std::path::PathBuf::from(label);
+        let prompt = bytes
+            .map(|b| st5_core::prompt::Prompt::from_bytes(&b, &path))
+            .transpose()
+            .map_err(js_error)?;
+        embedder
+            .set_prompt(prompt.as_ref().map(|p| (p, path.as_path())), &fingerprint)
+            .map_err(js_error)
     }
 
     /// Embeds `texts`; resolves to a `Float32Array` of `texts.length * dim` values, row-major,
