@@ -1,7 +1,9 @@
 // Types of the st5 npm package (index.js).
 
-/** Where a model comes from: a directory URL (sentence-transformers or Hugging Face T5 layout)
- * or its files, as a Map/object of relative path → bytes or Blob, or a FileList / File[]. */
+/** Where a model comes from: a Hugging Face hub id (`'sentence-transformers/sentence-t5-base'`,
+ * resolved at `revision` on `hubUrl`), a directory URL (sentence-transformers or Hugging Face T5
+ * layout; a relative one written with './', '/' or a trailing '/', so that it is not read as an
+ * id), or its files, as a Map/object of relative path → bytes or Blob, or a FileList / File[]. */
 export type ModelSource =
   | string
   | URL
@@ -48,6 +50,11 @@ export interface LoadOptions {
   threads?: number;
   /** Cache downloads with the Cache API (default true). */
   cache?: boolean;
+  /** For a hub id: the branch, tag or commit (default `'main'`). */
+  revision?: string;
+  /** For a hub id: the hub or a mirror serving `{hubUrl}/{id}/resolve/{revision}/{file}`
+   * (default `'https://huggingface.co'`). */
+  hubUrl?: string | URL;
   /** A soft prompt (a prompt file from `trainer` with `prompt_length`; Lester et al. 2021): vectors
    * put before every text that specialise this model to a domain without changing its weights.
    * A URL or the file's bytes. It must have been trained on this model (by weights fingerprint and

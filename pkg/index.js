@@ -30,6 +30,18 @@ let webgpuFailed = false;
 
 const isUrl = (s) => typeof s === 'string' || s instanceof URL;
 
+/** A Hugging Face hub id (`owner/name`), as transformers.js takes them. A directory path says so
+ * with './', '/', a trailing '/' or a scheme. */
+const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
+const DEFAULT_HUB_URL = 'https://huggingface.co';
+
+/** `source` as a URL: a hub id becomes its files' directory at `revision` on `hubUrl`. */
+function resolveSource(source, { revision = 'main', hubUrl = DEFAULT_HUB_URL } = {}) {
+  if (typeof source !== 'string' || !HUB_ID.test(source)) return { source, hub: null };
+  const base = `${String(hubUrl).replace(/\/+$/, '')}/${source}/resolve/${encodeURIComponent(revision)}/`;
+  return { source: base, hub: `${source} (revision ${revision}) on ${hubUrl}` };
+}
+
 /**
  * Loads a Sentence-T5 model.
  * @param {string | URL | Map | object | FileList | File[]} source a directory URL holding a
@@ -37,13 +49,17 @@ const isUrl = (s) => typeof s === 'string' || s instanceof URL;
  * @param {import('./index.d.ts').LoadOptions} [options]
  * @returns {Promise<Model>}
  */
-export async function load(source, options = {}) {
-  const { device = 'auto', onProgress, cache = true, threads, prompt, ...modelOptions } = options;
+export async function load(modelSource, options = {}) {
+  const { device = 'auto', onProgress, cache = true, threads, prompt, revision, hubUrl, ...modelOptions } = options;
+  const { source, hub } = resolveSource(modelSource, { revision, hubUrl });
   const started = performance.now();
   await wasm();
   const promptBytes = prompt == null ? null : readPrompt(prompt);
   const { files, label } = isUrl(source)
-    ? await fetchModelFiles(source, { cache, onProgress, FilePlanner: glue().FilePlanner })
+    ? await fetchModelFiles(source, { cache, onProgress, FilePlanner: glue().FilePlanner }).catch((err) => {
+        // Name what the caller asked for, not only the URL it became.
+        throw hub ? Object.assign(new Error(`st5: ${hub}: ${err.message}`), { code: err.code }) : err;
+      })
     : await memoryFiles(source);
   // Web Crypto hashes a copy of each file off the main thread: beside the model's construction
   // for small models, where the time matters; before it for large ones, where the memory does
@@ -266,11 +282,14 @@ export class Model {
  * As `load`, but the model runs in a Web Worker, so the page never blocks. The returned object
  * has the same interface; `onProgress` is called on this thread.
  */
-export function loadInWorker(source, options = {}) {
+export function loadInWorker(model, options = {}) {
   const { onProgress, ...rest } = options;
   const absolute = (s) => (isUrl(s) ? String(new URL(String(s), globalThis.location?.href)) : s);
-  // The worker resolves URLs against its own script: pass them absolute.
-  return startWorker(absolute(source), { ...rest, prompt: absolute(rest.prompt) }, onProgress);
+  // The worker resolves URLs against its own script: pass them absolute. A hub id goes as it is,
+  // so that the worker's errors name it.
+  const source = typeof model === 'string' && HUB_ID.test(model) ? model : absolute(model);
+  const hubUrl = rest.hubUrl === undefined ? undefined : absolute(rest.hubUrl);
+  return startWorker(source, { ...rest, prompt: absolute(rest.prompt), hubUrl }, onProgress);
 }
 
 /** Starts a worker (worker.js) and loads `source` there; resolves once it is ready. */

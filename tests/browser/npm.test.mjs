@@ -45,7 +45,8 @@ quantize(join(FIXTURES, ST), 'int8', 'int8');
 quantize(join(quantized, 'int8'), 'f32', 'dequantized');
 // The Hugging Face fixtures hold no tokenizer; the real T5 one (in the ST fixture) is served in.
 const server = await serve(
-  { '/': app, '/models/': FIXTURES, '/quantized/': quantized },
+  // A fake Hugging Face hub: `{hub}/{id}/resolve/{revision}/{file}`.
+  { '/': app, '/models/': FIXTURES, '/quantized/': quantized, '/hub/st5-test/tiny/resolve/main/': join(FIXTURES, ST) },
   { overlay: { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') } },
 );
 const browser = await launch();
@@ -509,6 +510,49 @@ const failed = await runCases([
         throw new Error(`damaged: ${JSON.stringify(r.damaged)}`);
       if (r.afterwards !== 12) throw new Error('the module did not keep working');
       return `max abs errors: ${out.join(', ')}; another model: "${r.other.message.slice(0, 90)}"; damaged: "${r.damaged.message.slice(0, 70)}"`;
+    },
+  ],
+  [
+    'hub_ids_resolve_on_a_mirror_and_a_missing_one_names_its_revision',
+    async () => {
+      const hubUrl = `${server.url}/hub`;
+      const page_ = await embedIn(page, {
+        url: 'st5-test/tiny',
+        options: { device: 'cpu', hubUrl },
+        texts: st.sentences,
+      });
+      const worker = await embedIn(page, {
+        url: 'st5-test/tiny',
+        options: { device: 'cpu', hubUrl: '/hub' },
+        texts: st.sentences,
+        worker: true,
+      });
+      const errs = [page_, worker].map((r) => maxAbsDiff(r.rows, st.embeddings['enc-mean']));
+      if (!errs.every((e) => e <= TOL)) throw new Error(`max abs errors ${errs}`);
+      const refused = await page.evaluate(
+        async ({ hubUrl }) => {
+          const error = (p) =>
+            p.then(
+              () => 'loaded',
+              (e) => e.message,
+            );
+          return [
+            await error(st5.load('st5-test/missing', { device: 'cpu', hubUrl })),
+            await error(st5.load('st5-test/tiny', { device: 'cpu', hubUrl, revision: 'v2' })),
+            await error(st5.loadInWorker('st5-test/missing', { device: 'cpu', hubUrl: '/hub' })),
+          ];
+        },
+        { hubUrl },
+      );
+      const want = [
+        ['st5-test/missing', 'revision main'],
+        ['st5-test/tiny', 'revision v2'],
+        ['st5-test/missing', 'revision main'],
+      ];
+      refused.forEach((m, i) => {
+        if (!want[i].every((w) => m.includes(w))) throw new Error(`error ${i}: ${m}`);
+      });
+      return `page ${errs[0].toExponential(2)}, worker ${errs[1].toExponential(2)}; "${refused[1].slice(0, 120)}"`;
     },
   ],
   [

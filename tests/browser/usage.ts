@@ -24,6 +24,8 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
     threads: 2,
     cache: true,
     prompt: '/prompts/banking77.safetensors',
+    revision: 'main',
+    hubUrl: 'https://huggingface.co',
     onProgress: (e) => seen.push(e),
   };
   const model = await load('/models/st5-mini/', options);
