@@ -214,6 +214,11 @@ pub struct DatasetConfig {
     /// row i belongs to the file's i-th example.
     #[serde(default)]
     pub targets: Option<PathBuf>,
+    /// A column (JSON field or TSV header) naming each example's group, e.g. an intent or
+    /// cluster label: two examples of one group never share a batch, so no in-batch negative is
+    /// of the anchor's own kind.
+    #[serde(default)]
+    pub group: Option<String>,
     /// Relative sampling weight among the stage's datasets.
     #[serde(default = "one")]
     pub weight: f64,

@@ -16,6 +16,8 @@ pub struct Example {
     pub anchor: String,
     pub positive: String,
     pub negative: Option<String>,
+    /// The dataset's `group` column: examples of one group never share a batch.
+    pub group: Option<String>,
 }
 
 /// A dataset after filtering, with how many examples were dropped and why.
@@ -97,6 +99,7 @@ pub fn parse_examples(text: &str, cfg: &DatasetConfig) -> Result<Vec<Example>> {
             Some(
                 cfg.columns
                     .iter()
+                    .chain(&cfg.group)
                     .map(|c| {
                         names.iter().position(|h| h == c).ok_or_else(|| {
                             bad(n, format!("no column `{c}` in the header ({})", names.join(", ")))
@@ -124,6 +127,7 @@ pub fn parse_examples(text: &str, cfg: &DatasetConfig) -> Result<Vec<Example>> {
                     serde_json::from_str(line).map_err(|e| bad(n, format!("invalid JSON: {e}")))?;
                 cfg.columns
                     .iter()
+                    .chain(&cfg.group)
                     .map(|c| {
                         v.get(c)
                             .and_then(|x| x.as_str())
@@ -133,10 +137,12 @@ pub fn parse_examples(text: &str, cfg: &DatasetConfig) -> Result<Vec<Example>> {
                     .collect::<Result<_>>()?
             }
         };
+        let mut fields = fields;
+        let group = if cfg.group.is_some() { fields.pop() } else { None };
         let mut f = fields.into_iter();
         let (anchor, positive, negative) =
             (f.next().unwrap_or_default(), f.next().unwrap_or_default(), f.next());
-        examples.push(Example { anchor, positive, negative });
+        examples.push(Example { anchor, positive, negative, group });
     }
     Ok(examples)
 }
@@ -210,7 +216,8 @@ pub struct SamplerState {
     pub epochs: Vec<usize>,
 }
 
-/// Batches of examples, each from a single dataset, with no text twice in a batch.
+/// Batches of examples, each from a single dataset, with no text twice in a batch and no two
+/// examples of one group (a dataset's `group` column).
 pub struct Sampler<'a> {
     datasets: &'a [Dataset],
     pub state: SamplerState,
@@ -264,8 +271,9 @@ impl<'a> Sampler<'a> {
     }
 
     /// The next batch of up to `size` examples (fewer only if a dataset has fewer distinct
-    /// texts): a dataset drawn by weight, then its examples in order, skipping any that would
-    /// repeat a text already in the batch (they stay for a later batch).
+    /// texts or groups): a dataset drawn by weight, then its examples in order, skipping any that
+    /// would repeat a text or a group already in the batch (they stay for a later batch): an
+    /// in-batch negative is then never a text of the anchor's own kind.
     pub fn next_batch(&mut self, size: usize) -> (usize, Vec<usize>) {
         let total: f64 =
             self.datasets.iter().filter(|d| !d.examples.is_empty()).map(|d| d.weight).sum();
@@ -283,6 +291,7 @@ impl<'a> Sampler<'a> {
         }
         let d = &self.datasets[k];
         let mut seen: HashSet<&str> = HashSet::new();
+        let mut groups: HashSet<&str> = HashSet::new();
         let mut batch = Vec::with_capacity(size);
         let mut deferred = Vec::new();
         // At most one pass over the dataset per batch.
@@ -305,11 +314,14 @@ impl<'a> Sampler<'a> {
                     .flatten()
                     .filter(|t| !t.is_empty())
                     .collect();
-            if texts.iter().any(|t| seen.contains(t)) {
+            if texts.iter().any(|t| seen.contains(t))
+                || e.group.as_deref().is_some_and(|g| groups.contains(g))
+            {
                 deferred.push(idx);
                 continue;
             }
             seen.extend(texts);
+            groups.extend(e.group.as_deref());
             batch.push(idx as usize);
         }
         // Deferred examples go back just ahead of the current position, in order.
@@ -336,6 +348,7 @@ mod tests {
                 anchor: a.to_string(),
                 positive: p.to_string(),
                 negative: None,
+                group: None,
             })
             .collect();
         Dataset { name: "d".into(), examples, dropped_eval_overlap: 0, weight, targets: None }
@@ -371,6 +384,40 @@ mod tests {
         }
         let distinct: HashSet<_> = seen.iter().collect();
         assert_eq!(distinct.len(), 6, "every example is eventually used");
+    }
+
+    #[test]
+    fn examples_of_one_group_never_share_a_batch() {
+        // A JSONL file with a `group` column: 12 examples in 4 groups.
+        let text: String = (0..12)
+            .map(|i| format!("{{\"a\": \"q{i}\", \"p\": \"r{i}\", \"intent\": \"g{}\"}}\n", i % 4))
+            .collect();
+        let cfg: DatasetConfig =
+            toml::from_str("path = 'x.jsonl'\ncolumns = ['a', 'p']\ngroup = 'intent'").unwrap();
+        let examples = parse_examples(&text, &cfg).unwrap();
+        assert_eq!(examples[5].group.as_deref(), Some("g1"));
+        let missing = text.replace("\"intent\": \"g3\"", "\"other\": 1");
+        let err = parse_examples(&missing, &cfg).unwrap_err().to_string();
+        assert!(err.contains("x.jsonl:4") && err.contains("`intent`"), "{err}");
+        let data = [Dataset {
+            name: "x".into(),
+            examples,
+            dropped_eval_overlap: 0,
+            weight: 1.0,
+            targets: None,
+        }];
+        let mut s = Sampler::new(&data, 5);
+        let mut used = HashSet::new();
+        for _ in 0..9 {
+            let (_, batch) = s.next_batch(3);
+            let groups: HashSet<_> =
+                batch.iter().map(|&i| data[0].examples[i].group.clone()).collect();
+            assert_eq!((batch.len(), groups.len()), (3, 3), "{batch:?}");
+            used.extend(batch);
+        }
+        assert_eq!(used.len(), 12, "every example is eventually used");
+        // More groups asked for than exist: the batch stops at one per group.
+        assert_eq!(s.next_batch(6).1.len(), 4);
     }
 
     #[test]

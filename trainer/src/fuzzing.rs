@@ -21,8 +21,9 @@ pub fn trainer_config(data: &[u8]) {
     }
 }
 
-/// A dataset file: the first byte picks the format (even: JSON Lines, odd: TSV) and whether a
-/// negative column is read; the rest is the file's text.
+/// A dataset file: the first byte picks the format (even: JSON Lines, odd: TSV), whether a
+/// negative column is read (bit 1) and whether a `group` column is (bit 2); the rest is the
+/// file's text.
 pub fn dataset_rows(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else { return };
     let Ok(text) = std::str::from_utf8(rest) else { return };
@@ -35,6 +36,7 @@ pub fn dataset_rows(data: &[u8]) {
         format: Some(if mode & 1 == 0 { DataFormat::Jsonl } else { DataFormat::Tsv }),
         columns,
         targets: None,
+        group: (mode & 4 != 0).then(|| "group".into()),
         weight: 1.0,
     };
     let _ = parse_examples(text, &cfg);
@@ -52,6 +54,7 @@ pub fn trainer_state(data: &[u8]) {
                 anchor: format!("{name} a{i}"),
                 positive: format!("{name} p{i}"),
                 negative: None,
+                group: None,
             })
             .collect(),
         dropped_eval_overlap: 0,

@@ -3,7 +3,9 @@
 Reads shared/data/train/banking77/train.csv, leaves out the dev records (record i, 0-based,
 with i % 10 == 9: st5_eval::tasks::is_dev_record, which `st5 eval --tasks banking77-dev`
 scores) and writes one JSON line per remaining query: the query as anchor and another query
-of the same intent, drawn with a fixed seed, as positive. The test split is never read.
+of the same intent, drawn with a fixed seed, as positive, and the intent (the trainer's `group`:
+no two queries of one intent share a batch, so no in-batch negative is a false one). The test
+split is never read.
 
     python3 trainer/recipes/prompt-banking77/pairs.py --data ../shared/data --out target/prompt-banking77/pairs.jsonl
 """
@@ -33,5 +35,5 @@ with open(args.out, "w", encoding="utf-8") as out:
     for text, intent in train:
         others = [t for t in by_intent[intent] if t != text]
         if others:
-            out.write(json.dumps({"anchor": text, "positive": rng.choice(others)}) + "\n")
+            out.write(json.dumps({"anchor": text, "positive": rng.choice(others), "intent": intent}) + "\n")
 print(f"{len(rows)} train records, {len(train)} outside dev, {len(by_intent)} intents -> {args.out}")
