@@ -6,13 +6,15 @@
 #   (WebGPU on SwiftShader), wasm-pack, wasm-bindgen at exactly the wasm-bindgen crate's version
 #   (wasm-pack cannot download it offline), and Node.js with npm (the npm package's tests drive
 #   Chromium through playwright-core);
-# - for the fuzz smoke run (fuzz/smoke.sh): the pinned nightly and cargo-fuzz.
+# - for the fuzz smoke run (fuzz/smoke.sh): the pinned nightly and cargo-fuzz;
+# - for the data-parallel trainer's tests (tests/mpi.rs): Open MPI, and libclang for rsmpi's
+#   bindings.
 set -euo pipefail
 browser=1
 [ "${ST5_SKIP_BROWSER:-0}" = 1 ] && browser=0
 
 need_apt=()
-pkgs=(mesa-vulkan-drivers libvulkan1)
+pkgs=(mesa-vulkan-drivers libvulkan1 openmpi-bin libopenmpi-dev libclang-dev)
 [ "$browser" = 1 ] && pkgs+=(chromium)
 for pkg in "${pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")

@@ -2,7 +2,8 @@
 # The test command. Installs the test tools (scripts/setup-test.sh), then:
 # 1. checks format and lints: `cargo fmt --check`, Prettier over the JS, and clippy with
 #    warnings denied;
-# 2. builds the `st5` and `trainer` binaries and runs every native test in one release build
+# 2. builds the `st5` and `trainer` binaries (and `trainer-mpi`, with the `mpi` feature, which
+#    tests/mpi.rs runs under `mpirun -np 2`) and runs every native test in one release build
 #    (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then the fuzz
 #    smoke run (fuzz/smoke.sh: each cargo-fuzz target for a few seconds);
 # 3. runs the browser tests in headless Chromium (WebGPU and CPU), through Playwright: the npm
@@ -22,7 +23,13 @@ cargo fmt --all --check
 tests/browser/node_modules/.bin/prettier --check .
 # A check build (no code generation): every crate, st5-wasm included, compiled for the host.
 cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked --features st5-trainer/mpi -- -D warnings
 
+# The trainer with MPI (the `mpi` feature) for tests/mpi.rs, kept as `trainer-mpi`; then the
+# plain binaries (both builds stay cached, so the switch is a relink).
+bin=${CARGO_TARGET_DIR:-target}/release
+cargo build --release --locked --bin st5 --bin trainer --features st5-trainer/mpi
+cp "$bin/trainer" "$bin/trainer-mpi"
 cargo build --release --locked --bin st5 --bin trainer
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -25,6 +25,9 @@ pub enum Error {
         "{count} non-finite losses or gradients in a row at step {step} of stage `{stage}`; the last good checkpoint is kept"
     )]
     Diverged { stage: String, step: usize, count: usize },
+    /// Data-parallel workers disagree (config, batch split, replicas drifted apart).
+    #[error("data-parallel workers: {message}")]
+    Workers { message: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

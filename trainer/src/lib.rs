@@ -16,6 +16,8 @@
 
 pub mod config;
 pub mod data;
+#[cfg(feature = "model")]
+pub mod dist;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use st5_trainer::config::TrainConfig;
+use st5_trainer::dist::{Workers, fnv1a};
 use st5_trainer::report::{CSV_HEADER, curves, model_card, rows_kept_on_resume};
 use st5_trainer::train::{Event, Run};
 
@@ -70,10 +71,24 @@ fn main() -> Result<()> {
     let text = std::fs::read_to_string(&config)
         .with_context(|| format!("reading {}", config.display()))?;
     let cfg = TrainConfig::from_file(&config)?;
+    // Under `mpirun`, every worker must run the same config (its text, byte for byte) and the
+    // same flags; rank 0 alone writes the log, checkpoints and the output.
+    let workers = Workers::from_env()?;
+    workers.check_same(fnv1a(text.bytes().chain([resume as u8])), "config (or --resume)")?;
+    if !workers.is_root() {
+        let (mut run, state) = Run::new(cfg, resume)?;
+        run.workers = workers;
+        run.train(state, |_| {})?;
+        return Ok(());
+    }
     let log_dir = cfg.checkpoint_dir.clone().unwrap_or_else(|| cfg.output.with_extension("log"));
     std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
     let csv_path = log_dir.join("metrics.csv");
     let (mut run, state) = Run::new(cfg, resume)?;
+    if workers.size() > 1 {
+        eprintln!("trainer: {} data-parallel workers (MPI); rank 0 writes", workers.size());
+    }
+    run.workers = workers;
     // A resumed run repeats the steps after its checkpoint: drop their rows from the log first.
     let mut rows = match (&state, std::fs::read_to_string(&csv_path)) {
         (Some((s, _)), Ok(text)) => {

@@ -101,3 +101,75 @@ pub fn distill_gradients(
     let grads = GradientsParams::from_grads(value.backward(), model);
     (scalar(value), grads)
 }
+
+/// The data-parallel contrastive step (dist.rs): `local` is this worker's contiguous slice of
+/// the global batch (`workers.size()` slices of `local.len()` pairs, in rank order). Its texts
+/// are embedded without a graph (in `chunk`s, or at once), all-gathered and put back by role
+/// (every worker's anchors, then positives, then negatives), so that the loss sees the whole
+/// global batch with labels on the diagonal; the loss's gradient for this worker's own rows then
+/// flows back through its encoder as GradCache's second half does. The parameter gradients
+/// returned are this worker's share: their sum over workers is the global batch's gradient.
+pub fn gathered_gradients(
+    model: &SentenceT5,
+    local: &Batch,
+    loss: &ContrastiveLoss,
+    chunk: Option<usize>,
+    base: &Device,
+    workers: &crate::dist::Workers,
+) -> crate::error::Result<(f32, GradientsParams)> {
+    let device = &base.clone().autodiff();
+    let all = local.all();
+    let (b, negatives) = (local.len(), !local.negatives.is_empty());
+    let roles = if negatives { 3 } else { 2 };
+    let chunk = chunk.unwrap_or(all.len()).max(1);
+    let frozen = model.valid();
+    let mut mine = Vec::new();
+    for c in all.chunks(chunk) {
+        mine.extend(st5_core::host::to_host(embed_ids(&frozen, c, base).try_into_data())?);
+    }
+    let dim = mine.len() / all.len().max(1);
+    if local_negatives_only() {
+        // The control run of tests/mpi.rs: each worker's loss over its own slice alone.
+        return Ok(gradients(model, local, loss, Some(chunk), base));
+    }
+    let gathered = workers.all_gather(&mine);
+    // Worker r's rows are [anchors_r; positives_r; negatives_r]: reorder to
+    // [anchors_0..; positives_0..; negatives_0..].
+    let (n, rows) = (workers.size(), roles * b);
+    let mut by_role = Vec::with_capacity(gathered.len());
+    for role in 0..roles {
+        for r in 0..n {
+            let start = (r * rows + role * b) * dim;
+            by_role.extend_from_slice(&gathered[start..start + b * dim]);
+        }
+    }
+    let global_b = n * b;
+    let emb = Tensor::<2>::from_data(TensorData::new(by_role, [roles * global_b, dim]), base)
+        .autodiff()
+        .require_grad();
+    let value = loss_of(loss, emb.clone(), global_b, negatives);
+    let cached = emb.grad(&value.backward()).expect("the embeddings require a gradient");
+    // This worker's rows of the gradient, back in its own [anchors; positives; negatives] order.
+    let rank = workers.rank();
+    let own: Vec<Tensor<2>> = (0..roles)
+        .map(|role| {
+            cached.clone().slice([role * global_b + rank * b..role * global_b + (rank + 1) * b])
+        })
+        .collect();
+    let own = Tensor::cat(own, 0);
+    let mut acc = GradientsAccumulator::<SentenceT5>::new();
+    for (i, c) in all.chunks(chunk).enumerate() {
+        let e = embed_ids(model, c, device);
+        let g = own.clone().slice([i * chunk..i * chunk + c.len()]).autodiff();
+        let surrogate = e.mul(g).sum();
+        acc.accumulate(model, GradientsParams::from_grads(surrogate.backward(), model));
+    }
+    Ok((scalar(value), acc.grads()))
+}
+
+/// `ST5_TRAINER_LOCAL_NEGATIVES=1`: a deliberately wrong data-parallel step, each worker's loss
+/// over its own slice only (no gather). Only for the control run of tests/mpi.rs, which must then
+/// see a difference: proof that the parity test would notice a missing gather.
+fn local_negatives_only() -> bool {
+    std::env::var_os("ST5_TRAINER_LOCAL_NEGATIVES").is_some_and(|v| v == "1")
+}

@@ -25,11 +25,12 @@ use st5_core::{
 
 use crate::config::{OptimizerKind, StageConfig, TrainConfig, TrainDevice};
 use crate::data::{self, Dataset, Rng, Sampler};
+use crate::dist::{Workers, all_reduce_gradients, params_checksum};
 use crate::error::{Error, Result};
 use crate::loss::ContrastiveLoss;
 use crate::report::Metric;
 pub use crate::state::TrainState;
-use crate::step::{Batch, distill_gradients, gradients};
+use crate::step::{Batch, distill_gradients, gathered_gradients, gradients};
 
 /// Progress reported to the caller (the binary draws a bar from it).
 pub enum Event<'a> {
@@ -184,6 +185,8 @@ pub struct Run {
     dev_gold: Vec<f64>,
     exclude: HashSet<String>,
     prompt: Option<PromptRun>,
+    /// The data-parallel workers (dist.rs); one unless started under `mpirun`.
+    pub workers: Workers,
 }
 
 impl Run {
@@ -316,6 +319,7 @@ impl Run {
                 dev_gold,
                 exclude,
                 prompt,
+                workers: Workers::single(),
             },
             state,
         ))
@@ -443,12 +447,36 @@ impl Run {
                 })?,
                 None => Sampler::new(&datasets, self.cfg.seed.wrapping_add(si as u64)),
             };
+            let n = self.workers.size();
+            if !stage.batch_size.is_multiple_of(n) {
+                return Err(Error::Workers {
+                    message: format!(
+                        "stage `{}`: batch_size {} does not split evenly over {n} workers",
+                        stage.name, stage.batch_size
+                    ),
+                });
+            }
             let loss =
                 ContrastiveLoss { temperature: stage.temperature, symmetric: stage.symmetric };
             let chunk = (stage.chunk_size > 0).then_some(stage.chunk_size);
             for step in state.step..stage.steps {
                 let started = Instant::now();
                 let (k, picked) = sampler.next_batch(stage.batch_size);
+                // Every worker draws the same global batch and takes its own contiguous slice
+                // (the whole batch for one worker).
+                let pairs = picked.len();
+                let per = pairs.div_ceil(n);
+                let rank = self.workers.rank();
+                let picked = &picked[(rank * per).min(pairs)..((rank + 1) * per).min(pairs)];
+                if n > 1 && picked.len() * n != pairs {
+                    return Err(Error::Workers {
+                        message: format!(
+                            "stage `{}` step {}: a batch of {pairs} (a dataset has fewer distinct texts than batch_size) does not split over {n} workers",
+                            stage.name,
+                            step + 1
+                        ),
+                    });
+                }
                 let examples: Vec<&data::Example> =
                     picked.iter().map(|&i| &datasets[k].examples[i]).collect();
                 let anchors: Vec<&str> = examples.iter().map(|e| e.anchor.as_str()).collect();
@@ -457,13 +485,18 @@ impl Run {
                         .iter()
                         .flat_map(|&i| targets[i * dim..(i + 1) * dim].iter().copied())
                         .collect();
-                    let (v, g) = distill_gradients(
+                    let (v, mut g) = distill_gradients(
                         &self.model,
                         &self.tokenize(&anchors)?,
                         &rows,
                         &self.base,
                     );
-                    (v, g, examples.len())
+                    // The global mean squared error is the mean of the workers' (equal) slices'.
+                    let scale = 1.0 / n as f32;
+                    all_reduce_gradients(&self.workers, &self.model, &mut g, scale, &self.base)?;
+                    let mut v = [v];
+                    self.workers.all_reduce_sum(&mut v);
+                    (v[0] * scale, g, pairs)
                 } else {
                     let with_neg = examples.iter().all(|e| e.negative.is_some());
                     let positives: Vec<&str> =
@@ -478,8 +511,21 @@ impl Run {
                         positives: self.tokenize(&positives)?,
                         negatives: self.tokenize(&negatives)?,
                     };
-                    let (v, g) = gradients(&self.model, &batch, &loss, chunk, &self.base);
-                    (v, g, batch.len())
+                    let (v, g) = if n == 1 {
+                        gradients(&self.model, &batch, &loss, chunk, &self.base)
+                    } else {
+                        let (v, mut g) = gathered_gradients(
+                            &self.model,
+                            &batch,
+                            &loss,
+                            chunk,
+                            &self.base,
+                            &self.workers,
+                        )?;
+                        all_reduce_gradients(&self.workers, &self.model, &mut g, 1.0, &self.base)?;
+                        (v, g)
+                    };
+                    (v, g, pairs)
                 };
                 let norm = clip_global_norm(&self.model, &mut grads, stage.clip_norm);
                 if !value.is_finite() || !norm.is_finite() {
@@ -498,12 +544,11 @@ impl Run {
                 let lr = stage.lr_at(step);
                 self.model = optim.step(lr, self.model.clone(), grads);
                 let last = step + 1 == stage.steps;
+                let due =
+                    (self.cfg.eval_every > 0 && (step + 1) % self.cfg.eval_every == 0) || last;
+                // Rank 0 alone logs, so it alone evaluates.
                 let dev_spearman =
-                    if (self.cfg.eval_every > 0 && (step + 1) % self.cfg.eval_every == 0) || last {
-                        Some(self.dev_spearman()?)
-                    } else {
-                        None
-                    };
+                    if due && self.workers.is_root() { Some(self.dev_spearman()?) } else { None };
                 let metric = Metric {
                     stage: stage.name.clone(),
                     step: step + 1,
@@ -518,6 +563,21 @@ impl Run {
                     || (self.cfg.checkpoint_every > 0
                         && (step + 1) % self.cfg.checkpoint_every == 0)
                 {
+                    if n > 1 {
+                        // Replicas that drifted apart would train different models silently.
+                        let sum = params_checksum(&self.model)?;
+                        self.workers.check_same(
+                            sum,
+                            &format!(
+                                "model parameters after step {} of stage `{}`",
+                                step + 1,
+                                stage.name
+                            ),
+                        )?;
+                    }
+                    if !self.workers.is_root() {
+                        continue;
+                    }
                     let s = TrainState {
                         stage: next_stage,
                         step: next_step,
