@@ -659,7 +659,11 @@ fn prompt_run_tunes_only_the_prompt_and_resumes_exactly() {
     let start = to_host(straight.model.prompt.as_ref().unwrap().val().try_into_data()).unwrap();
     straight.train(state, |_| {}).unwrap();
     straight.export("tiny prompt run".into()).unwrap();
-    assert!(root.join("straight/p.md").is_file(), "no card beside the prompt");
+    let card = std::fs::read_to_string(root.join("straight/p.md")).unwrap();
+    assert!(
+        card.contains("A soft prompt (4 vectors") && card.contains("st-enc-mean-relu"),
+        "{card}"
+    );
 
     // A crash right after the second checkpoint (qa step 4 of 6), then --resume.
     let (mut cut, state) = Run::new(config("cut"), false).unwrap();

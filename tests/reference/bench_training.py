@@ -9,6 +9,7 @@ memory with and without GradCache.
   2 threads, pairs/s = median over the timed steps (after 2 warm-up steps).
 
     python tests/reference/bench_training.py --trainer $CARGO_TARGET_DIR/release/trainer
+    python tests/reference/bench_training.py --trainer $CARGO_TARGET_DIR/release/trainer-mpi --mpi --skip-throughput
 """
 
 import argparse
@@ -77,17 +78,24 @@ def bench_st(model_dir, data, batch, steps):
     return batch / statistics.median(times)
 
 
-def run_trainer(trainer, model_dir, data_path, work, batch, steps, chunk=0):
-    cfg = work / f"b{batch}-c{chunk}.toml"
-    out = work / f"out-b{batch}-c{chunk}"
+def run_trainer(trainer, model_dir, data_path, work, batch, steps, chunk=0, np=None, threads=2):
+    """pairs/s (global pairs over step time) and peak memory; `np`: under `mpirun -np NP`, each
+    worker on `threads` threads."""
+    tag = f"b{batch}-c{chunk}" + (f"-np{np}" if np else "")
+    cfg = work / f"{tag}.toml"
+    out = work / f"out-{tag}"
     cfg.write_text(
         f'seed = 1\noutput = "{out}"\ncheckpoint_dir = "{out}-ck"\neval_pairs = 20\neval_data = "{DATA}"\n'
         f'[model]\ninit = "{model_dir}"\n'
         f'[[stage]]\nname = "qa"\nbatch_size = {batch}\nsteps = {steps}\nchunk_size = {chunk}\n'
         f'[[stage.dataset]]\npath = "{data_path}"\ncolumns = ["anchor", "positive"]\n'
     )
-    env = dict(os.environ, RAYON_NUM_THREADS="2")
-    r = subprocess.run([trainer, "train", "--config", str(cfg)], capture_output=True, text=True, env=env)
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+    cmd = [trainer, "train", "--config", str(cfg)]
+    if np:
+        # --bind-to none: Open MPI would otherwise pin a lone worker to one core.
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(np), "-x", f"RAYON_NUM_THREADS={threads}"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode:
         raise SystemExit(r.stderr)
     rows = (Path(f"{out}-ck") / "metrics.csv").read_text().splitlines()[1:]
@@ -103,6 +111,7 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--memory", action="store_true", help="also: peak memory at batch 2048 with GradCache (chunk 128) vs plain batches")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--mpi", action="store_true", help="also: `mpirun -np 2` (1 thread each) against `-np 1` (2 threads) at the same global batch; --trainer must be built with the mpi feature")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="st5-train-bench-"))
     model_dir = work / "model"
@@ -116,6 +125,11 @@ def main():
         theirs = bench_st(model_dir, data, args.batch, args.steps)
         print(f"training throughput, batch {args.batch}, CPU (2 threads): st5 trainer {ours:.1f} pairs/s, "
               f"sentence-transformers MNRL {theirs:.1f} pairs/s, ratio {ours / theirs:.2f}")
+    if args.mpi:
+        one, _ = run_trainer(args.trainer, model_dir, data_path, work, args.batch, args.steps + 3, np=1, threads=2)
+        two, _ = run_trainer(args.trainer, model_dir, data_path, work, args.batch, args.steps + 3, np=2, threads=1)
+        print(f"MPI, global batch {args.batch}: -np 1 (2 threads) {one:.1f} pairs/s, -np 2 (1 thread each) {two:.1f} pairs/s, "
+              f"ratio {two / one:.2f} (overhead, not speed-up: the same 2 cores)")
     if args.memory:
         # A GradCache chunk of 128 texts is one plain batch of 64 pairs (128 texts).
         for batch, chunk in [(64, 0), (128, 0), (2048, 128)]:

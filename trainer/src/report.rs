@@ -104,11 +104,26 @@ pub fn model_card(
             std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?.trim_end().to_string()
                 + "\n\n# The training run\n\n"
         }
-        None => format!(
-            "# {}\n\nA Sentence-T5 model trained with st5's `trainer` (Ni et al. 2021: in-batch \
-             softmax contrastive loss; distillation stages: MSE to stored teacher embeddings).\n\n",
-            cfg.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-        ),
+        None => {
+            let name = cfg
+                .output
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let what = match cfg.prompt_length() {
+                Some(p) => format!(
+                    "A soft prompt ({p} vectors; Lester et al. 2021) for the frozen model {}, \
+                     trained with st5's `trainer`; apply it with `st5 embed|search|eval --prompt` \
+                     or the npm package's `load(url, {{ prompt }})`.",
+                    cfg.model.init.display()
+                ),
+                None => "A Sentence-T5 model trained with st5's `trainer` (Ni et al. 2021: \
+                         in-batch softmax contrastive loss; distillation stages: MSE to stored \
+                         teacher embeddings)."
+                    .into(),
+            };
+            format!("# {name}\n\n{what}\n\n")
+        }
     };
     let _ = writeln!(card, "## Data\n");
     for line in data_notes {
