@@ -217,5 +217,9 @@ mod tests {
         let missing = TrainConfig { card: Some("no/such/card.md".into()), ..cfg };
         let err = model_card(&missing, text, &notes, &rows).unwrap_err().to_string();
         assert!(err.contains("no/such/card.md"), "{err}");
+        // A prompt run's card says it is a prompt, for which model.
+        let prompt_run: TrainConfig = toml::from_str(&format!("{text}[[stage]]\nname = \"qa\"\nbatch_size = 2\nsteps = 1\nprompt_length = 8\n[[stage.dataset]]\npath = \"d.jsonl\"\n")).unwrap();
+        let card = model_card(&prompt_run, text, &notes, &rows).unwrap();
+        assert!(card.contains("A soft prompt (8 vectors") && card.contains("model x,"), "{card}");
     }
 }
