@@ -124,6 +124,15 @@ impl Workers {
     }
 }
 
+/// This worker's rank among the workers on its machine, from the launcher's environment (Open
+/// MPI, MPICH, Slurm); 0 outside a launcher. A CUDA worker uses the GPU of that index.
+pub fn local_rank() -> usize {
+    ["OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// FNV-1a over bytes: a checksum that is the same on every worker for the same bytes.
 pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes

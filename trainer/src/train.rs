@@ -196,7 +196,8 @@ impl Run {
         let base = match cfg.device {
             TrainDevice::Wgpu => Backend::Wgpu.device()?,
             #[cfg(feature = "cuda")]
-            TrainDevice::Cuda => Device::cuda(0),
+            // One GPU per worker on a machine: the worker's rank among those on its node.
+            TrainDevice::Cuda => Device::cuda(crate::dist::local_rank()),
             #[cfg(not(feature = "cuda"))]
             TrainDevice::Cuda => {
                 return Err(st5_core::Error::Device {
