@@ -170,3 +170,33 @@ fn prompt_file_from_python_applies_in_the_library_and_the_cli() {
         assert!(!ok && stderr.contains(words), "{}: {stderr}", p.display());
     }
 }
+
+/// The shipped Banking77 prompt (models/prompts/) is made for the built-in model: the CLI
+/// applies it to the compiled-in st5-mini and to models/st5-mini alike, with the same result,
+/// and it changes the embeddings.
+#[test]
+fn the_shipped_prompt_fits_the_built_in_model() {
+    let prompt = st5_tests::root().join("models/prompts/banking77-st5-mini.safetensors");
+    let embed = |args: &[&std::ffi::OsStr]| {
+        let mut child = std::process::Command::new(workspace_bin("st5"))
+            .arg("embed")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"I am still waiting on my card?\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let dir = shipped_model();
+    let built_in = embed(&["--prompt".as_ref(), prompt.as_os_str()]);
+    let from_dir =
+        embed(&["--model".as_ref(), dir.as_os_str(), "--prompt".as_ref(), prompt.as_os_str()]);
+    let plain = embed(&[]);
+    assert_eq!(built_in, from_dir);
+    assert_ne!(built_in, plain, "the prompt changed nothing");
+}

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/../../.."
 PY=${PYTHON:-python3}
 DATA=${ST5_DATA:-../shared/data}
 bash scripts/model-parts.sh join
-[ -f target/prompt-banking77/pairs.jsonl ] ||
+# (Pairs written before they carried the intent, the trainer's `group`, are written again.)
+grep -qs '"intent"' target/prompt-banking77/pairs.jsonl ||
   "$PY" trainer/recipes/prompt-banking77/pairs.py --data "$DATA" --out target/prompt-banking77/pairs.jsonl
 cargo build --release --locked --bin trainer --bin st5
 bin=${CARGO_TARGET_DIR:-target}/release
