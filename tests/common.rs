@@ -140,3 +140,26 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     );
     bin
 }
+
+/// Writes a random sentence-transformers model to `dir` (seeded by burn's default RNG): 4 layers,
+/// d_model 64, relu, mean pooling, Dense 64 → 32, Normalize, the fixture tokenizer. Big enough
+/// that a training step takes ~10 ms, so a test can kill a run mid-stage.
+pub fn save_random_model(dir: &Path) {
+    use st5_core::save::{SaveOptions, save_sentence_transformers};
+    use st5_core::{HeadConfig, SentenceT5, T5Config, Variant, WeightDtype};
+    let cfg_json = serde_json::json!({"vocab_size": 32128, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 4, "num_heads": 4, "feed_forward_proj": "relu", "model_type": "t5"});
+    let cfg = T5Config::from_slice(cfg_json.to_string().as_bytes(), Path::new("cfg")).unwrap();
+    let head =
+        HeadConfig { variant: Variant::EncMean, dense: vec![(64, 32, false)], normalize: true };
+    let model = SentenceT5::init(&cfg, &head, &Device::flex());
+    let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
+    let options = SaveOptions {
+        config: cfg_json,
+        tokenizer_json: &tokenizer,
+        max_seq_length: 32,
+        readme: None,
+        extra: vec![],
+        dtype: WeightDtype::F32,
+    };
+    save_sentence_transformers(&model, dir, &options).unwrap();
+}

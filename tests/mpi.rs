@@ -158,26 +158,7 @@ fn a_killed_worker_ends_the_job_and_resume_continues_bit_identically() {
     // A larger model than the fixture (4 layers, d_model 64), so a step takes long enough to
     // kill mid-run.
     let init = dir.join("init");
-    {
-        use st5_core::save::{SaveOptions, save_sentence_transformers};
-        use st5_core::{Device, HeadConfig, SentenceT5, T5Config, Variant, WeightDtype};
-        let cfg_json = serde_json::json!({"vocab_size": 32128, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 4, "num_heads": 4, "feed_forward_proj": "relu", "model_type": "t5"});
-        let cfg = T5Config::from_slice(cfg_json.to_string().as_bytes(), Path::new("cfg")).unwrap();
-        let head =
-            HeadConfig { variant: Variant::EncMean, dense: vec![(64, 32, false)], normalize: true };
-        let model = SentenceT5::init(&cfg, &head, &Device::flex());
-        let tokenizer =
-            std::fs::read(root().join("tests/fixtures/st-enc-mean-relu/tokenizer.json")).unwrap();
-        let options = SaveOptions {
-            config: cfg_json,
-            tokenizer_json: &tokenizer,
-            max_seq_length: 32,
-            readme: None,
-            extra: vec![],
-            dtype: WeightDtype::F32,
-        };
-        save_sentence_transformers(&model, &init, &options).unwrap();
-    }
+    st5_tests::save_random_model(&init);
     let from =
         format!("init = {:?}", root().join("tests/fixtures/hf-t5-relu-f16").display().to_string());
     let to = format!("init = {:?}", init.display().to_string());

@@ -305,32 +305,10 @@ fn tiny_two_stage_run_loads_in_st5_embed() {
 /// uninterrupted run (≤ 1e-6), on a model large enough that the kill lands mid-run.
 #[test]
 fn killed_and_resumed_run_equals_uninterrupted_run() {
-    use st5_core::save::{SaveOptions, save_sentence_transformers};
-    use st5_core::{HeadConfig, T5Config, Variant};
     let root = scratch_dir("resume");
     // A 4-layer, d_model 64 random model: ~10 ms a step, so the kill lands mid-stage.
-    let cfg_json = serde_json::json!({"vocab_size": 32128, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 4, "num_heads": 4, "feed_forward_proj": "relu", "model_type": "t5"});
-    let cfg = T5Config::from_slice(cfg_json.to_string().as_bytes(), Path::new("cfg")).unwrap();
-    let model = SentenceT5::init(
-        &cfg,
-        &HeadConfig { variant: Variant::EncMean, dense: vec![(64, 32, false)], normalize: true },
-        &Device::flex(),
-    );
-    let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
     let init = root.join("init");
-    save_sentence_transformers(
-        &model,
-        &init,
-        &SaveOptions {
-            config: cfg_json,
-            tokenizer_json: &tokenizer,
-            max_seq_length: 32,
-            readme: None,
-            extra: vec![],
-            dtype: WeightDtype::F32,
-        },
-    )
-    .unwrap();
+    st5_tests::save_random_model(&init);
     let edits = |sub: &str| -> Vec<(String, String)> {
         vec![
             (

@@ -87,6 +87,7 @@ impl Workers {
     }
 
     /// Sums `values` element-wise across workers, in place.
+    #[cfg_attr(not(feature = "mpi"), allow(unused_variables))]
     pub fn all_reduce_sum(&self, values: &mut [f32]) {
         #[cfg(feature = "mpi")]
         if let Some((_, world)) = &self.mpi {
@@ -95,7 +96,6 @@ impl Workers {
             let local = values.to_vec();
             world.all_reduce_into(&local[..], values, SystemOperation::sum());
         }
-        let _ = values;
     }
 
     /// Every worker's `value`, in rank order.

@@ -72,7 +72,20 @@ pub fn gradients(
     let emb = Tensor::cat(pieces, 0).autodiff().require_grad();
     let value = loss_of(loss, emb.clone(), b, negatives);
     let cached = emb.grad(&value.backward()).expect("the embeddings require a gradient");
-    // 3. Each chunk again with a graph; its parameters' gradient is that of sum(e · cached).
+    // 3. Each chunk again with a graph.
+    (scalar(value), backprop_chunks(model, &all, &cached, chunk, device))
+}
+
+/// GradCache's second half: each chunk of `all` embedded again with a graph on `device` (an
+/// autodiff device), its parameters' gradient that of `sum(e · cached rows)`; `cached` holds the
+/// loss's gradient for each text of `all`, in order.
+fn backprop_chunks(
+    model: &SentenceT5,
+    all: &[&[u32]],
+    cached: &Tensor<2>,
+    chunk: usize,
+    device: &Device,
+) -> GradientsParams {
     let mut acc = GradientsAccumulator::<SentenceT5>::new();
     for (i, c) in all.chunks(chunk).enumerate() {
         let e = embed_ids(model, c, device);
@@ -80,7 +93,7 @@ pub fn gradients(
         let surrogate = e.mul(g).sum();
         acc.accumulate(model, GradientsParams::from_grads(surrogate.backward(), model));
     }
-    (scalar(value), acc.grads())
+    acc.grads()
 }
 
 /// Distillation (Reimers & Gurevych 2020, §3): the mean squared error between the model's
@@ -157,14 +170,7 @@ pub fn gathered_gradients(
         })
         .collect();
     let own = Tensor::cat(own, 0);
-    let mut acc = GradientsAccumulator::<SentenceT5>::new();
-    for (i, c) in all.chunks(chunk).enumerate() {
-        let e = embed_ids(model, c, device);
-        let g = own.clone().slice([i * chunk..i * chunk + c.len()]).autodiff();
-        let surrogate = e.mul(g).sum();
-        acc.accumulate(model, GradientsParams::from_grads(surrogate.backward(), model));
-    }
-    Ok((scalar(value), acc.grads()))
+    Ok((scalar(value), backprop_chunks(model, &all, &own, chunk, device)))
 }
 
 /// `ST5_TRAINER_LOCAL_NEGATIVES=1`: a deliberately wrong data-parallel step, each worker's loss
