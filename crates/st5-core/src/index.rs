@@ -1,4 +1,5 @@
-//! [`VectorIndex`]: exact (brute-force) top-k search over unit vectors kept on the device.
+//! [`VectorIndex`]: top-k search over vectors kept on the device, exact over f32 or over int8 /
+//! binary codes (`st5_format::vector_codes`) followed by exact rescoring of the candidates.
 //! Vectors live in row shards that each fit one device buffer (WebGPU caps a binding at
 //! `maxStorageBufferBindingSize`). A query is one matrix product per shard, then a block-max
 //! selection on the device: the scores `[q, rows]` are cut into blocks of [`BLOCK`], each
@@ -8,11 +9,20 @@
 //! outside those blocks has k blocks' maxima strictly above it. The final order (score
 //! descending, ties to the lower id) is applied to the candidates on the host. The same code
 //! runs on the CPU (flex), giving the same ids.
+//!
+//! A quantized shard holds the packed 32-bit words `[rows, W]` and the scales. Its scores are
+//! computed in slices of rows: one broadcast shift and mask unpack a slice to `[rows, planes·W]`
+//! values in dimension order, one matrix product with the padded query gives the raw sums, and
+//! the affine decode (`scale · (a·raw + c·Σq)`) is applied to the scores, not the vectors. The
+//! searchable part thus takes 1 byte (int8) or 1 bit (binary) a dimension on the device; the
+//! unpacked slice is transient. The scores then go through the same selection as f32 ones, and
+//! [`rescore`] orders the candidates by their exact f32 dot products.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{Error, Result};
 use crate::host::to_host;
+use crate::vector_codes::{Codes, Packing, Quantize};
 
 /// One search result: the vector's id (its insertion order) and its dot-product score (the
 /// cosine similarity for unit vectors).
@@ -28,14 +38,59 @@ pub struct Hit {
 pub struct VectorIndex {
     device: Device,
     dim: usize,
+    quantize: Quantize,
     /// Rows per shard: the most that fit one buffer, for the vectors and for a shard's scores.
     shard_rows: usize,
-    /// `[rows, dim]` each; every shard but the last is full.
-    shards: Vec<Tensor<2>>,
+    /// Every shard but the last is full.
+    shards: Vec<Shard>,
     len: usize,
     /// A cubecl (GPU) device rather than the flex CPU backend.
     gpu: bool,
 }
+
+/// One buffer's worth of rows.
+#[derive(Clone)]
+enum Shard {
+    /// f32 vectors `[rows, dim]`.
+    Dense(Tensor<2>),
+    /// Packed codes `[rows, W]` and their scales `[1, rows]`.
+    Packed { words: Tensor<2, Int>, scales: Tensor<2> },
+}
+
+impl Shard {
+    fn rows(&self) -> usize {
+        match self {
+            Shard::Dense(t) => t.dims()[0],
+            Shard::Packed { words, .. } => words.dims()[0],
+        }
+    }
+
+    /// `self` followed by `other` (of the same kind).
+    fn cat(self, other: Shard) -> Shard {
+        match (self, other) {
+            (Shard::Dense(a), Shard::Dense(b)) => Shard::Dense(Tensor::cat(vec![a, b], 0)),
+            (Shard::Packed { words: w1, scales: s1 }, Shard::Packed { words: w2, scales: s2 }) => {
+                Shard::Packed {
+                    words: Tensor::cat(vec![w1, w2], 0),
+                    scales: Tensor::cat(vec![s1, s2], 1),
+                }
+            }
+            _ => unreachable!("an index holds one kind of shard"),
+        }
+    }
+}
+
+/// The queries on the device, in the forms the shards need.
+struct Queries {
+    /// `[q, dim]`.
+    dense: Tensor<2>,
+    /// For packed shards: the queries zero-padded to `planes·W` `[q, planes·W]`, their sums
+    /// `[q, 1]`, and the shift of each plane `[1, planes, 1]`.
+    packed: Option<(Packing, Tensor<2>, Tensor<2>, Tensor<3, Int>)>,
+}
+
+/// Unpacked values per slice of a quantized shard (×4 bytes, transient): 32 MB.
+const UNPACK_VALUES: usize = 1 << 23;
 
 /// Scores per block of the device-side selection.
 pub const BLOCK: usize = 256;
@@ -97,12 +152,22 @@ macro_rules! read_selection {
 }
 
 impl VectorIndex {
-    /// An empty index. `max_buffer_bytes` is the device's largest buffer (`None`: no limit).
+    /// An empty f32 index. `max_buffer_bytes` is the device's largest buffer (`None`: no limit).
     pub fn new(dim: usize, device: &Device, max_buffer_bytes: Option<u64>) -> Result<Self> {
+        Self::with_quantize(dim, device, max_buffer_bytes, Quantize::None)
+    }
+
+    /// An empty index that stores its vectors as `quantize` asks.
+    pub fn with_quantize(
+        dim: usize,
+        device: &Device,
+        max_buffer_bytes: Option<u64>,
+        quantize: Quantize,
+    ) -> Result<Self> {
         if dim == 0 {
             return Err(Error::Invalid("index dimension must be at least 1".into()));
         }
-        let row_bytes = 4 * dim as u64;
+        let row_bytes = quantize.packing().map_or(4 * dim, |p| 4 * p.words(dim)) as u64;
         let limit = max_buffer_bytes.unwrap_or(u64::MAX);
         if limit < row_bytes {
             return Err(Error::Limit {
@@ -115,7 +180,15 @@ impl VectorIndex {
         // Ids are selected as f32 (exact below 2^24), which bounds a shard's rows too.
         let shard_rows = usize::try_from(limit / row_bytes).unwrap_or(usize::MAX).min(1 << 24);
         let gpu = crate::device::is_gpu(device);
-        Ok(Self { device: device.clone(), dim, shard_rows, shards: Vec::new(), len: 0, gpu })
+        Ok(Self {
+            device: device.clone(),
+            dim,
+            quantize,
+            shard_rows,
+            shards: Vec::new(),
+            len: 0,
+            gpu,
+        })
     }
 
     /// Caps the rows per shard below what the buffer limit allows (to test sharding cheaply).
@@ -126,6 +199,9 @@ impl VectorIndex {
 
     pub fn dim(&self) -> usize {
         self.dim
+    }
+    pub fn quantize(&self) -> Quantize {
+        self.quantize
     }
     pub fn len(&self) -> usize {
         self.len
@@ -140,7 +216,8 @@ impl VectorIndex {
         &self.device
     }
 
-    /// Appends row-major vectors (`vectors.len()` a multiple of `dim`); they get the next ids.
+    /// Appends row-major vectors (`vectors.len()` a multiple of `dim`); they get the next ids. A
+    /// quantized index encodes them and keeps only the codes.
     pub fn add(&mut self, vectors: &[f32]) -> Result<()> {
         if !vectors.len().is_multiple_of(self.dim) {
             return Err(Error::Invalid(format!(
@@ -152,28 +229,78 @@ impl VectorIndex {
         if vectors.iter().any(|x| !x.is_finite()) {
             return Err(Error::Invalid("index vectors must be finite".into()));
         }
-        let mut rest = vectors;
-        while !rest.is_empty() {
-            let last_rows = self.shards.last().map_or(self.shard_rows, |s| s.dims()[0]);
+        match self.quantize.packing() {
+            None => {
+                let dim = self.dim;
+                self.append(vectors.len() / dim, |rows, device| {
+                    let head = vectors[rows.start * dim..rows.end * dim].to_vec();
+                    Shard::Dense(Tensor::from_data(
+                        TensorData::new(head, [rows.len(), dim]),
+                        device,
+                    ))
+                })
+            }
+            Some(p) => self.add_codes(&p.encode(self.dim, vectors)),
+        }
+    }
+
+    /// Appends vectors already encoded for this index's quantization (a saved index).
+    pub fn add_codes(&mut self, codes: &Codes) -> Result<()> {
+        let Some(p) = self.quantize.packing() else {
+            return Err(Error::Invalid("an f32 index takes vectors, not codes".into()));
+        };
+        let w = p.words(self.dim);
+        let n = codes.scales.len();
+        if codes.words.len() != n * w {
+            return Err(Error::Invalid(format!(
+                "{} code words for {n} vectors; {} expects {w} words a vector of width {}",
+                codes.words.len(),
+                self.quantize,
+                self.dim
+            )));
+        }
+        if codes.scales.iter().any(|s| !s.is_finite() || *s < 0.0) {
+            return Err(Error::Invalid("index scales must be finite and non-negative".into()));
+        }
+        self.append(n, |rows, device| Shard::Packed {
+            words: Tensor::from_data(
+                TensorData::new(
+                    codes.words[rows.start * w..rows.end * w].to_vec(),
+                    [rows.len(), w],
+                ),
+                device,
+            ),
+            scales: Tensor::from_data(
+                TensorData::new(codes.scales[rows.clone()].to_vec(), [1, rows.len()]),
+                device,
+            ),
+        })
+    }
+
+    /// Appends `n` rows, uploading each run that fits the last shard or a new one with `make`.
+    fn append(
+        &mut self,
+        n: usize,
+        make: impl Fn(std::ops::Range<usize>, &Device) -> Shard,
+    ) -> Result<()> {
+        let mut at = 0;
+        while at < n {
+            let last_rows = self.shards.last().map_or(self.shard_rows, Shard::rows);
             let room = if last_rows < self.shard_rows {
                 self.shard_rows - last_rows
             } else {
                 self.shard_rows
             };
-            let take = room.min(rest.len() / self.dim);
-            let (head, tail) = rest.split_at(take * self.dim);
-            let new = Tensor::<2>::from_data(
-                TensorData::new(head.to_vec(), [take, self.dim]),
-                &self.device,
-            );
+            let take = room.min(n - at);
+            let new = make(at..at + take, &self.device);
             if last_rows < self.shard_rows {
                 let last = self.shards.pop().expect("a partial shard");
-                self.shards.push(Tensor::cat(vec![last, new], 0));
+                self.shards.push(last.cat(new));
             } else {
                 self.shards.push(new);
             }
             self.len += take;
-            rest = tail;
+            at += take;
         }
         Ok(())
     }
@@ -201,13 +328,36 @@ impl VectorIndex {
         read_selection!(self, queries, k, |t| t.into_data_async().await)
     }
 
-    /// Every vector, row-major, in id order (for saving the index).
+    /// Every vector, row-major, in id order (for saving an f32 index).
     pub async fn vectors_async(&self) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(self.len * self.dim);
         for shard in &self.shards {
-            out.extend(to_host(shard.clone().into_data_async().await)?);
+            let Shard::Dense(t) = shard else {
+                return Err(Error::Invalid(format!(
+                    "a {} index keeps codes, not vectors",
+                    self.quantize
+                )));
+            };
+            out.extend(to_host(t.clone().into_data_async().await)?);
         }
         Ok(out)
+    }
+
+    /// Every code, in id order (for saving a quantized index).
+    pub async fn codes_async(&self) -> Result<Codes> {
+        let mut codes = Codes::default();
+        for shard in &self.shards {
+            let Shard::Packed { words, scales } = shard else {
+                return Err(Error::Invalid("an f32 index keeps vectors, not codes".into()));
+            };
+            let data = words.clone().into_data_async().await;
+            let data = data.map_err(|e| Error::Readback(format!("{e:?}")))?.convert::<i32>();
+            codes
+                .words
+                .extend(data.try_into_vec::<i32>().map_err(|e| Error::Readback(format!("{e:?}")))?);
+            codes.scales.extend(to_host(scales.clone().into_data_async().await)?);
+        }
+        Ok(codes)
     }
 
     fn check_queries(&self, queries: &[f32]) -> Result<usize> {
@@ -221,29 +371,85 @@ impl VectorIndex {
         Ok(queries.len() / self.dim)
     }
 
+    /// The queries on the device, padded for packed shards.
+    fn upload_queries(&self, queries: &[f32], q: usize) -> Queries {
+        let dense =
+            Tensor::<2>::from_data(TensorData::new(queries.to_vec(), [q, self.dim]), &self.device);
+        let packed = self.quantize.packing().map(|p| {
+            let width = p.planes() * p.words(self.dim);
+            let mut padded = vec![0f32; q * width];
+            for (row, query) in padded.chunks_mut(width).zip(queries.chunks(self.dim)) {
+                row[..self.dim].copy_from_slice(query);
+            }
+            let padded = Tensor::<2>::from_data(TensorData::new(padded, [q, width]), &self.device);
+            let sums = padded.clone().sum_dim(1); // [q, 1]
+            let shifts: Vec<i32> = (0..p.planes() as i32).map(|j| j * p.bits() as i32).collect();
+            let shifts = Tensor::<3, Int>::from_data(
+                TensorData::new(shifts, [1, p.planes(), 1]),
+                &self.device,
+            );
+            (p, padded, sums, shifts)
+        });
+        Queries { dense, packed }
+    }
+
+    /// A shard's scores `[q, rows]`: exact for f32, approximate for codes.
+    fn shard_scores(&self, shard: &Shard, queries: &Queries, q: usize) -> Tensor<2> {
+        match shard {
+            // One query on a GPU is a matrix-vector product: as a broadcast multiply and a row
+            // sum it streams the shard once, where the matmul kernel pads the single row to a
+            // whole tile (2.1× faster on WebGPU for 100k × 768). The CPU's gemm is faster as is.
+            Shard::Dense(vectors) if q == 1 && self.gpu => {
+                let rows = vectors.dims()[0];
+                vectors
+                    .clone()
+                    .mul(queries.dense.clone().expand([rows, self.dim]))
+                    .sum_dim(1)
+                    .reshape([1, rows])
+            }
+            Shard::Dense(vectors) => queries.dense.clone().matmul(vectors.clone().transpose()),
+            Shard::Packed { words, scales } => {
+                let (p, padded, sums, shifts) = queries.packed.as_ref().expect("packed queries");
+                let [rows, w] = words.dims();
+                let (a, c) = p.affine();
+                let width = p.planes() * w;
+                let step = (UNPACK_VALUES / width).max(1);
+                let parts = (0..rows)
+                    .step_by(step)
+                    .map(|start| {
+                        let end = (start + step).min(rows);
+                        let n = end - start;
+                        // [n, W] → [n, planes, W] (one shift a plane) → values in dim order.
+                        let values = words
+                            .clone()
+                            .slice([start..end, 0..w])
+                            .reshape([n, 1, w])
+                            .bitwise_right_shift(shifts.clone())
+                            .bitwise_and_scalar(p.mask())
+                            .float()
+                            .reshape([n, width]);
+                        let raw = padded.clone().matmul(values.transpose()); // [q, n]
+                        raw.mul_scalar(a)
+                            .add(sums.clone().mul_scalar(c))
+                            .mul(scales.clone().slice([0..1, start..end]))
+                    })
+                    .collect::<Vec<_>>();
+                Tensor::cat(parts, 1)
+            }
+        }
+    }
+
     /// Per shard, the scores and (past `k` blocks' worth of rows) their block maxima.
     fn select(&self, queries: &[f32], q: usize, k: usize) -> Vec<Selected> {
         if q == 0 || k == 0 {
             return Vec::new();
         }
-        let query =
-            Tensor::<2>::from_data(TensorData::new(queries.to_vec(), [q, self.dim]), &self.device);
+        let uploaded = self.upload_queries(queries, q);
         let mut offset = 0;
         let mut out = Vec::new();
         for shard in &self.shards {
-            let rows = shard.dims()[0];
-            // One query on a GPU is a matrix-vector product: as a broadcast multiply and a row
-            // sum it streams the shard once, where the matmul kernel pads the single row to a
-            // whole tile (2.1× faster on WebGPU for 100k × 768). The CPU's gemm is faster as is.
-            let scores = if q == 1 && self.gpu {
-                shard
-                    .clone()
-                    .mul(query.clone().expand([rows, self.dim]))
-                    .sum_dim(1)
-                    .reshape([1, rows])
-            } else {
-                query.clone().matmul(shard.clone().transpose())
-            }; // [q, rows]
+            let rows = shard.rows();
+            let scores = self.shard_scores(shard, &uploaded, q); // [q, rows]
             let nb = rows.div_ceil(BLOCK);
             if nb <= k {
                 out.push(Selected::All { scores, offset });
@@ -264,6 +470,30 @@ impl VectorIndex {
             offset += rows;
         }
         out
+    }
+
+    /// The `k` best vectors for each query, exactly: a quantized index searches `k × oversample`
+    /// candidates on its codes, reads their f32 vectors with `rows` (ids → row-major vectors in
+    /// that order) and orders them by [`rescore`]. An f32 index needs neither.
+    pub fn search_rescored(
+        &self,
+        queries: &[f32],
+        k: usize,
+        oversample: usize,
+        mut rows: impl FnMut(&[u32]) -> Result<Vec<f32>>,
+    ) -> Result<Vec<Vec<Hit>>> {
+        if self.quantize == Quantize::None {
+            return self.search(queries, k);
+        }
+        let candidates = self.search(queries, k.saturating_mul(oversample.max(1)))?;
+        candidates
+            .iter()
+            .zip(queries.chunks(self.dim))
+            .map(|(hits, query)| {
+                let ids: Vec<u32> = hits.iter().map(|h| h.id).collect();
+                Ok(rescore(query, &ids, &rows(&ids)?, k))
+            })
+            .collect()
     }
 }
 
@@ -311,6 +541,15 @@ fn merge(parts: &[Candidates], q: usize, k: usize) -> Vec<Vec<Hit>> {
 pub fn rank(hits: &mut Vec<Hit>, k: usize) {
     hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
     hits.truncate(k);
+}
+
+/// The `k` best of the candidate `ids` for `query` by their exact f32 vectors `rows` (row-major,
+/// in the order of `ids`): score descending, ties to the lower id.
+pub fn rescore(query: &[f32], ids: &[u32], rows: &[f32], k: usize) -> Vec<Hit> {
+    let mut hits = brute_force(rows, query.len(), query, ids.len());
+    hits.iter_mut().for_each(|h| h.id = ids[h.id as usize]);
+    rank(&mut hits, k);
+    hits
 }
 
 /// The exact answer on the host, one dot product per row: the reference the index is tested
@@ -364,6 +603,123 @@ mod tests {
                 assert!((g.score - w.score).abs() <= 1e-6, "rows {rows} k {k}: {g:?} vs {w:?}");
             }
         }
+    }
+
+    /// A quantized index over random vectors: its scores equal the host's decode of the same
+    /// codes, each query's candidates are the true top of those scores, and rescoring orders
+    /// the candidates exactly as brute-force f32 over them does.
+    #[test]
+    fn quantized_scores_match_the_host_and_rescoring_is_exact() {
+        let device = Device::flex();
+        let mut rng = crate::rng::Rng::new(7);
+        let (n, k) = (700, 5);
+        // (quantize, dim, shard rows): dims that fill whole words and dims that pad them.
+        let cases = [
+            (Quantize::Int8, 32, 1000),
+            (Quantize::Int8, 37, 300),
+            (Quantize::Binary, 64, 1000),
+            (Quantize::Binary, 45, 256),
+        ];
+        for (quantize, dim, shard_rows) in cases {
+            let vectors: Vec<f32> = (0..n * dim).map(|_| rng.unit() as f32 - 0.5).collect();
+            let queries: Vec<f32> = (0..3 * dim).map(|_| rng.unit() as f32 - 0.5).collect();
+            let mut index = VectorIndex::with_quantize(dim, &device, None, quantize)
+                .unwrap()
+                .with_shard_rows(shard_rows);
+            index.add(&vectors[..100 * dim]).unwrap();
+            index.add(&vectors[100 * dim..]).unwrap();
+            assert_eq!(index.shards(), n.div_ceil(shard_rows), "{quantize} {dim}");
+            let p = quantize.packing().unwrap();
+            let codes = p.encode(dim, &vectors);
+            let w = p.words(dim);
+            let host = |i: usize, query: &[f32]| {
+                p.score(&codes.words[i * w..(i + 1) * w], codes.scales[i], query)
+            };
+            let oversample = 4;
+            let found = index.search(&queries, k * oversample).unwrap();
+            for (query, hits) in queries.chunks(dim).zip(&found) {
+                // The device's candidates are the host scores' top (allowing float ties).
+                let mut all: Vec<f32> = (0..n).map(|i| host(i, query)).collect();
+                all.sort_by(|a, b| b.total_cmp(a));
+                for (hit, want) in hits.iter().zip(&all) {
+                    let got = host(hit.id as usize, query);
+                    assert!((hit.score - got).abs() <= 1e-4, "{quantize} {dim}: {hit:?} vs {got}");
+                    assert!(
+                        (hit.score - want).abs() <= 1e-4,
+                        "{quantize} {dim}: {hit:?} vs {want}"
+                    );
+                }
+                let ids: Vec<u32> = hits.iter().map(|h| h.id).collect();
+                let rows: Vec<f32> =
+                    ids.iter().flat_map(|&i| vectors[i as usize * dim..][..dim].to_vec()).collect();
+                let got = rescore(query, &ids, &rows, k);
+                let mut want: Vec<Hit> = ids
+                    .iter()
+                    .map(|&i| Hit {
+                        id: i,
+                        score: vectors[i as usize * dim..][..dim]
+                            .iter()
+                            .zip(query)
+                            .map(|(a, b)| a * b)
+                            .sum(),
+                    })
+                    .collect();
+                rank(&mut want, k);
+                assert_eq!(got, want, "{quantize} {dim}");
+            }
+            // search_rescored reads the candidates' rows and gives the same answer.
+            let rescored = index
+                .search_rescored(&queries, k, oversample, |ids| {
+                    Ok(ids
+                        .iter()
+                        .flat_map(|&i| vectors[i as usize * dim..][..dim].to_vec())
+                        .collect())
+                })
+                .unwrap();
+            for ((query, hits), found) in queries.chunks(dim).zip(&rescored).zip(&found) {
+                let ids: Vec<u32> = found.iter().map(|h| h.id).collect();
+                let rows: Vec<f32> =
+                    ids.iter().flat_map(|&i| vectors[i as usize * dim..][..dim].to_vec()).collect();
+                assert_eq!(hits, &rescore(query, &ids, &rows, k), "{quantize} {dim}");
+            }
+            // Codes come back as they went in, and a second index built from them agrees.
+            let back = futures_lite_block(index.codes_async()).unwrap();
+            assert_eq!(back, codes, "{quantize} {dim}");
+            let mut restored = VectorIndex::with_quantize(dim, &device, None, quantize).unwrap();
+            restored.add_codes(&back).unwrap();
+            assert_eq!(restored.search(&queries, k).unwrap(), index.search(&queries, k).unwrap());
+        }
+    }
+
+    /// Drives a future that completes without waiting (flex reads back synchronously).
+    fn futures_lite_block<F: std::future::Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let waker = std::task::Waker::noop();
+        match f.as_mut().poll(&mut std::task::Context::from_waker(waker)) {
+            std::task::Poll::Ready(out) => out,
+            std::task::Poll::Pending => panic!("flex read back asynchronously"),
+        }
+    }
+
+    #[test]
+    fn codes_of_the_wrong_size_or_kind_are_errors() {
+        let device = Device::flex();
+        let mut int8 = VectorIndex::with_quantize(8, &device, None, Quantize::Int8).unwrap();
+        let bad = [
+            Codes { words: vec![0; 3], scales: vec![1.0] }, // 2 words a vector
+            Codes { words: vec![0; 2], scales: vec![f32::NAN] },
+            Codes { words: vec![0; 2], scales: vec![-1.0] },
+        ];
+        for codes in bad {
+            assert!(int8.add_codes(&codes).is_err(), "{codes:?}");
+        }
+        assert_eq!(int8.len(), 0);
+        let mut dense = VectorIndex::new(8, &device, None).unwrap();
+        assert!(dense.add_codes(&Codes { words: vec![0; 2], scales: vec![1.0] }).is_err());
+        assert!(futures_lite_block(int8.vectors_async()).is_ok()); // empty: nothing to refuse
+        int8.add(&[0.5; 8]).unwrap();
+        assert!(futures_lite_block(int8.vectors_async()).is_err());
+        assert!(futures_lite_block(dense.codes_async()).is_ok());
     }
 
     #[test]

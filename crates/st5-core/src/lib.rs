@@ -15,7 +15,8 @@
 //! - [`host`]: the one path from token ids to embeddings on a device, and back to the host;
 //! - [`loader`]: files to a model and tokenizer on a device, every tensor checked by name;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
-//! - [`index`]: [`VectorIndex`], exact top-k search over vectors kept on the device.
+//! - [`index`]: [`VectorIndex`], top-k search over vectors kept on the device, f32 or int8 /
+//!   binary codes ([`vector_codes`]) with exact rescoring; [`index_file`]: a saved index.
 
 pub mod batch;
 pub mod device;
@@ -30,8 +31,8 @@ pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
-    charsmap, checkpoint, config, error, files, fingerprint, layout, names, npy, probe, prompt,
-    quant, rng, tokenizer,
+    charsmap, checkpoint, config, error, files, fingerprint, index_file, layout, names, npy, probe,
+    prompt, quant, rng, tokenizer, vector_codes,
 };
 
 pub use burn::tensor::Device;
@@ -43,3 +44,4 @@ pub use files::{Dir, FileBytes, MemoryFiles, ModelFiles};
 pub use index::{Hit, VectorIndex};
 pub use model::{HeadConfig, SentenceT5, Variant};
 pub use quant::WeightDtype;
+pub use vector_codes::Quantize;

@@ -41,6 +41,9 @@ pub enum Error {
     /// A soft-prompt file is malformed, or was made for another model.
     #[error("soft prompt {}: {message}", path.display())]
     Prompt { path: PathBuf, message: String },
+    /// A search index file (`st5 index build`) is truncated, corrupt or not an index.
+    #[error("index file {}: {message}", path.display())]
+    Index { path: PathBuf, message: String },
     /// Tensors the model needs are missing or have the wrong shape.
     #[error("weights in {} do not match the model config:\n{report}", path.display())]
     Weights { path: PathBuf, report: String },

@@ -12,6 +12,8 @@
 //! - [`tokenizer`]: `tokenizer.json`, with its charsmap checked first ([`charsmap`]);
 //! - [`npy`]: `.npy` arrays (embeddings, teacher vectors); [`rng`]: the seeded generator that
 //!   training, evaluation and tests share;
+//! - [`vector_codes`]: an index's int8 and binary vector codes; [`index_file`]: a saved index
+//!   (`st5 index build`), checked whole before use;
 //! - [`error`]: the one error type, naming the file, tensor or line.
 
 pub mod charsmap;
@@ -22,6 +24,7 @@ pub mod files;
 pub mod fingerprint;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod index_file;
 pub mod layout;
 pub mod names;
 pub mod npy;
@@ -31,5 +34,6 @@ pub mod quant;
 pub mod rng;
 pub mod tokenizer;
 pub mod variant;
+pub mod vector_codes;
 
 pub use error::{Error, Result};
