@@ -295,3 +295,51 @@ fn an_explicit_variant_overrides_a_pooling_config_without_a_mode() {
     assert!(!o.status.success(), "no variant and no pooling mode must be refused");
     assert!(msg.contains("1_Pooling/config.json") && msg.contains("variant"), "{msg}");
 }
+
+/// `st5 index build` then `st5 index query`, for each mode: the same top 3 as `st5 search` (the
+/// corpus is small, so rescoring the oversampled candidates is exact); another model's query
+/// and a damaged file are refused, naming the file.
+#[test]
+fn a_saved_index_answers_as_search_does_and_refuses_what_it_cannot_use() {
+    let corpus = root().join("tests/fixtures/corpus.txt");
+    let corpus = corpus.to_str().unwrap();
+    let query = "Someone is strumming a guitar.";
+    let o = run(&["search", "--corpus", corpus, "-k", "3", query], b"");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = String::from_utf8(o.stdout).unwrap();
+    for mode in ["none", "int8", "binary"] {
+        let index = scratch(&format!("corpus-{mode}.st5index"));
+        let index = index.to_str().unwrap();
+        let o = run(
+            &["index", "build", "--corpus", corpus, "--output", index, "--quantize", mode],
+            b"",
+        );
+        assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = run(&["index", "query", index, "-k", "3", query], b"");
+        assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stderr));
+        let got = String::from_utf8(o.stdout).unwrap();
+        // Ids and texts agree exactly; scores to the 4 printed decimals (f32 sums in another order).
+        let texts = |s: &str| {
+            s.lines().map(|l| l.split('\t').nth(2).unwrap().to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(texts(&got), texts(&want), "{mode}");
+    }
+    let index = scratch("corpus-int8.st5index");
+    let other = fixture("st-enc-mean-relu");
+    let o = run(
+        &["index", "query", "--model", other.to_str().unwrap(), index.to_str().unwrap(), query],
+        b"",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("another model"), "{err}");
+    let mut bytes = std::fs::read(&index).unwrap();
+    bytes.truncate(bytes.len() - 100);
+    let cut = scratch("cut.st5index");
+    std::fs::write(&cut, &bytes).unwrap();
+    let o = run(&["index", "query", cut.to_str().unwrap(), query], b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("cut.st5index") && err.contains("truncated"),
+        "{err}"
+    );
+}

@@ -1,7 +1,10 @@
 //! `st5`: embed and search text with Sentence-T5 models on the CPU (flex) or a GPU (wgpu).
 //!
 //! `st5 embed` reads one text per line (stdin or `--input`) and writes float32 `[n, dim]` to
-//! `.npy`, or JSON Lines for `.jsonl` and stdout. `st5 search` ranks a corpus against a query.
+//! `.npy`, or JSON Lines for `.jsonl` and stdout. `st5 search` ranks a corpus against a query;
+//! `st5 index` builds a saved (optionally quantized) index for large corpora and queries it.
+
+mod index;
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -80,6 +83,11 @@ enum Command {
         k: usize,
         /// The query text.
         query: String,
+    },
+    /// A saved search index for large corpora: build it once, query it many times.
+    Index {
+        #[command(subcommand)]
+        command: index::IndexCommand,
     },
     /// Rewrite a model (sentence-transformers or Hugging Face T5, any dtype, sharded) as a
     /// sentence-transformers directory with its weights in another dtype: `int8` (Linear and
@@ -165,6 +173,23 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
 }
 
 impl ModelArgs {
+    /// What a saved index records as its model: the weights fingerprint, and the soft prompt's
+    /// SHA-256 when one is used (it changes every vector).
+    fn identity(&self) -> Result<String> {
+        let weights = match &self.model {
+            Some(dir) => weights_fingerprint(&Dir(dir.clone()))?,
+            None => weights_fingerprint(&builtin_files())?,
+        };
+        Ok(match &self.prompt {
+            Some(path) => {
+                let bytes =
+                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+                format!("{weights}+prompt:{}", st5_core::fingerprint::sha256_hex(&bytes))
+            }
+            None => weights,
+        })
+    }
+
     fn load(&self) -> Result<Embedder> {
         let device = self.device.device()?;
         let options = LoadOptions {
@@ -394,6 +419,7 @@ fn main() -> Result<()> {
             eprintln!("wrote {}", json.display());
             Ok(())
         }
+        Command::Index { command } => index::run(command),
         Command::Search { model, corpus, k, query } => {
             let docs = read_lines(
                 std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?,
@@ -406,7 +432,8 @@ fn main() -> Result<()> {
             l2_normalize_rows(&mut e.data, e.dim);
             l2_normalize_rows(&mut q.data, q.dim);
             // The library's exact top-k (ties to the lower id), on the model's device.
-            let mut index = VectorIndex::new(e.dim, embedder.device(), None)?;
+            let (_, limit) = model.device.device_with_limit()?;
+            let mut index = VectorIndex::new(e.dim, embedder.device(), limit)?;
             index.add(&e.data)?;
             let hits = index.search(&q.data, k)?.remove(0);
             let mut out = std::io::stdout().lock();

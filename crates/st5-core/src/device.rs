@@ -39,6 +39,15 @@ impl fmt::Display for Backend {
     }
 }
 
+/// The largest tensor a device holds: a tensor is bound as one storage buffer, so both limits
+/// apply to it.
+macro_rules! buffer_limit {
+    ($limits:expr) => {{
+        let limits = $limits;
+        limits.max_storage_buffer_binding_size.min(limits.max_buffer_size)
+    }};
+}
+
 impl Backend {
     /// The name the browser package uses: `webgpu` for wgpu (which runs on WebGPU there), `cpu`.
     /// The one place the native and web names meet.
@@ -54,14 +63,28 @@ impl Backend {
     /// the first tensor.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn device(self) -> Result<Device> {
+        self.device_with_limit().map(|(device, _)| device)
+    }
+
+    /// The device with the largest buffer it allows in bytes (`None` for the CPU), as
+    /// [`device_async`](Self::device_async) gives it in a browser: what an index needs to keep
+    /// each shard within one binding.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn device_with_limit(self) -> Result<(Device, Option<u64>)> {
         match self {
-            Backend::Cpu => Ok(Device::flex()),
+            Backend::Cpu => Ok((Device::flex(), None)),
             Backend::Wgpu => {
-                static WGPU: std::sync::OnceLock<std::result::Result<Device, String>> =
-                    std::sync::OnceLock::new();
-                WGPU.get_or_init(|| Device::wgpu_options().init().map_err(|e| e.to_string()))
+                type Init = std::result::Result<(Device, u64), String>;
+                static WGPU: std::sync::OnceLock<Init> = std::sync::OnceLock::new();
+                let (device, limit) = WGPU
+                    .get_or_init(|| {
+                        let (device, setup) =
+                            Device::wgpu_options().init_with_setup().map_err(|e| e.to_string())?;
+                        Ok((device, buffer_limit!(setup.device.limits())))
+                    })
                     .clone()
-                    .map_err(|message| Error::Device { device: "wgpu".into(), message })
+                    .map_err(|message| Error::Device { device: "wgpu".into(), message })?;
+                Ok((device, Some(limit)))
             }
         }
     }
@@ -79,12 +102,7 @@ impl Backend {
                     .init_with_setup_async()
                     .await
                     .map_err(|e| Error::Device { device: "wgpu".into(), message: e.to_string() })?;
-                let limits = setup.device.limits();
-                // A tensor is bound as one storage buffer, so both limits apply to it.
-                Ok((
-                    device,
-                    Some(limits.max_storage_buffer_binding_size.min(limits.max_buffer_size)),
-                ))
+                Ok((device, Some(buffer_limit!(setup.device.limits()))))
             }
         }
     }

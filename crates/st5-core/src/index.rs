@@ -18,6 +18,8 @@
 //! unpacked slice is transient. The scores then go through the same selection as f32 ones, and
 //! [`rescore`] orders the candidates by their exact f32 dot products.
 
+use std::sync::Arc;
+
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::{Error, Result};
@@ -49,12 +51,19 @@ pub struct VectorIndex {
 }
 
 /// One buffer's worth of rows.
+// Tensors are handles (as for `Selected`), and an index holds a few shards.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 enum Shard {
     /// f32 vectors `[rows, dim]`.
     Dense(Tensor<2>),
-    /// Packed codes `[rows, W]` and their scales `[1, rows]`.
+    /// Packed codes `[rows, W]` and their scales `[1, rows]`, on a GPU.
     Packed { words: Tensor<2, Int>, scales: Tensor<2> },
+    /// Packed codes in host memory, for the CPU: flex has no fused unpack, and unpacking as
+    /// tensor ops made an int8 query 15× slower than f32 (100k × 384: 105 ms vs 7 ms), where
+    /// [`Packing::scan`] reads each word once.
+    /// Shared, so that the clone a browser search takes costs nothing.
+    Host { codes: Arc<Codes>, rows: usize },
 }
 
 impl Shard {
@@ -62,6 +71,7 @@ impl Shard {
         match self {
             Shard::Dense(t) => t.dims()[0],
             Shard::Packed { words, .. } => words.dims()[0],
+            Shard::Host { rows, .. } => *rows,
         }
     }
 
@@ -74,6 +84,15 @@ impl Shard {
                     words: Tensor::cat(vec![w1, w2], 0),
                     scales: Tensor::cat(vec![s1, s2], 1),
                 }
+            }
+            (Shard::Host { codes: c1, rows: r1 }, Shard::Host { codes: c2, rows: r2 }) => {
+                // Exact reservations: a growing shard holds its codes, not twice their size.
+                let mut codes = Arc::unwrap_or_clone(c1);
+                codes.words.reserve_exact(c2.words.len());
+                codes.words.extend_from_slice(&c2.words);
+                codes.scales.reserve_exact(c2.scales.len());
+                codes.scales.extend_from_slice(&c2.scales);
+                Shard::Host { codes: Arc::new(codes), rows: r1 + r2 }
             }
             _ => unreachable!("an index holds one kind of shard"),
         }
@@ -105,6 +124,8 @@ enum Selected {
     All { scores: Tensor<2>, offset: usize },
     /// `blocks`: `[q, nb, BLOCK]` padded with -inf; `maxima`: `[q, nb]`.
     Blocks { blocks: Tensor<3>, maxima: Tensor<2>, offset: usize, rows: usize },
+    /// Scored and narrowed on the host already (a CPU index's codes).
+    Host(Candidates),
 }
 
 /// Reads a search's selections back with `$read` (sync or async) and merges them; one body for
@@ -115,6 +136,7 @@ macro_rules! read_selection {
         let mut candidates = Vec::new();
         for sel in $index.select($queries, q, $k) {
             match sel {
+                Selected::Host(c) => candidates.push(c),
                 Selected::All { scores, offset } => {
                     let $t = scores;
                     let scores = to_host($read)?;
@@ -212,6 +234,24 @@ impl VectorIndex {
     pub fn shards(&self) -> usize {
         self.shards.len()
     }
+    /// Bytes the searchable part holds: the shards' buffers (device or host), by their dtypes
+    /// and capacities.
+    pub fn bytes(&self) -> u64 {
+        let tensor = |dims: usize, size: usize| (dims * size) as u64;
+        self.shards
+            .iter()
+            .map(|s| match s {
+                Shard::Dense(t) => tensor(t.shape().num_elements(), t.dtype().size()),
+                Shard::Packed { words, scales } => {
+                    tensor(words.shape().num_elements(), words.dtype().size())
+                        + tensor(scales.shape().num_elements(), scales.dtype().size())
+                }
+                Shard::Host { codes, .. } => {
+                    4 * (codes.words.capacity() + codes.scales.capacity()) as u64
+                }
+            })
+            .sum()
+    }
     pub fn device(&self) -> &Device {
         &self.device
     }
@@ -262,18 +302,17 @@ impl VectorIndex {
         if codes.scales.iter().any(|s| !s.is_finite() || *s < 0.0) {
             return Err(Error::Invalid("index scales must be finite and non-negative".into()));
         }
-        self.append(n, |rows, device| Shard::Packed {
-            words: Tensor::from_data(
-                TensorData::new(
-                    codes.words[rows.start * w..rows.end * w].to_vec(),
-                    [rows.len(), w],
-                ),
-                device,
-            ),
-            scales: Tensor::from_data(
-                TensorData::new(codes.scales[rows.clone()].to_vec(), [1, rows.len()]),
-                device,
-            ),
+        let gpu = self.gpu;
+        self.append(n, |rows, device| {
+            let words = codes.words[rows.start * w..rows.end * w].to_vec();
+            let scales = codes.scales[rows.clone()].to_vec();
+            if !gpu {
+                return Shard::Host { codes: Arc::new(Codes { words, scales }), rows: rows.len() };
+            }
+            Shard::Packed {
+                words: Tensor::from_data(TensorData::new(words, [rows.len(), w]), device),
+                scales: Tensor::from_data(TensorData::new(scales, [1, rows.len()]), device),
+            }
         })
     }
 
@@ -347,8 +386,16 @@ impl VectorIndex {
     pub async fn codes_async(&self) -> Result<Codes> {
         let mut codes = Codes::default();
         for shard in &self.shards {
-            let Shard::Packed { words, scales } = shard else {
-                return Err(Error::Invalid("an f32 index keeps vectors, not codes".into()));
+            let (words, scales) = match shard {
+                Shard::Packed { words, scales } => (words, scales),
+                Shard::Host { codes: c, .. } => {
+                    codes.words.extend_from_slice(&c.words);
+                    codes.scales.extend_from_slice(&c.scales);
+                    continue;
+                }
+                Shard::Dense(_) => {
+                    return Err(Error::Invalid("an f32 index keeps vectors, not codes".into()));
+                }
             };
             let data = words.clone().into_data_async().await;
             let data = data.map_err(|e| Error::Readback(format!("{e:?}")))?.convert::<i32>();
@@ -408,6 +455,7 @@ impl VectorIndex {
                     .reshape([1, rows])
             }
             Shard::Dense(vectors) => queries.dense.clone().matmul(vectors.clone().transpose()),
+            Shard::Host { .. } => unreachable!("host shards are scored on the host"),
             Shard::Packed { words, scales } => {
                 let (p, padded, sums, shifts) = queries.packed.as_ref().expect("packed queries");
                 let [rows, w] = words.dims();
@@ -449,6 +497,13 @@ impl VectorIndex {
         let mut out = Vec::new();
         for shard in &self.shards {
             let rows = shard.rows();
+            if let Shard::Host { codes, .. } = shard {
+                let p = self.quantize.packing().expect("host shards hold codes");
+                let found = host_candidates(p, codes, queries, self.dim, k, offset);
+                out.push(Selected::Host(found));
+                offset += rows;
+                continue;
+            }
             let scores = self.shard_scores(shard, &uploaded, q); // [q, rows]
             let nb = rows.div_ceil(BLOCK);
             if nb <= k {
@@ -509,6 +564,36 @@ fn candidate_blocks(maxima: &[f32], q: usize, k: usize) -> Vec<usize> {
         picked.extend((0..nb).filter(|&b| row[b] >= kth));
     }
     picked.into_iter().collect()
+}
+
+/// A host shard's candidates: each query's top `k` of [`Packing::scan`]'s scores (ties to the
+/// lower id), as the union of their ids with every query's score for each.
+fn host_candidates(
+    p: Packing,
+    codes: &Codes,
+    queries: &[f32],
+    dim: usize,
+    k: usize,
+    offset: usize,
+) -> Candidates {
+    let n = codes.scales.len();
+    let mut all = Vec::with_capacity(n * queries.len() / dim);
+    let mut picked = std::collections::BTreeSet::new();
+    for query in queries.chunks(dim) {
+        let start = all.len();
+        p.scan(&codes.words, &codes.scales, query, &mut all);
+        let mut order: Vec<usize> = (0..n).collect();
+        let scores = &all[start..];
+        let better = |a: &usize, b: &usize| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b));
+        if k < n {
+            order.select_nth_unstable_by(k - 1, better);
+            order.truncate(k);
+        }
+        picked.extend(order);
+    }
+    let ids: Vec<usize> = picked.into_iter().collect();
+    let scores = all.chunks(n).flat_map(|s| ids.iter().map(|&i| s[i])).collect();
+    Candidates { scores, rows: ids.len(), ids: ids.into_iter().map(|i| offset + i).collect() }
 }
 
 /// A shard's candidates read back: `[q, rows]` scores and the global id of each column

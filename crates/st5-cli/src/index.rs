@@ -1,0 +1,255 @@
+//! `st5 index build|query|bench`: a saved search index for corpora too large to embed per query,
+//! quantized (int8 or binary codes on the device, exact f32 rescoring from the memory-mapped
+//! file) or not; and the scale benchmark behind the index's figures.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use st5_core::index::brute_force;
+use st5_core::index_file::{self, IndexFile};
+use st5_core::model::l2_normalize_rows;
+use st5_core::rng::Rng;
+use st5_core::{Backend, Hit, Quantize, VectorIndex};
+
+use crate::{ModelArgs, embed, read_lines};
+
+#[derive(Subcommand)]
+pub enum IndexCommand {
+    /// Embed a corpus (one document per line) and write it as an index file.
+    Build {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Corpus file, one document per line.
+        #[arg(long)]
+        corpus: PathBuf,
+        /// The index file to write (replaced only once written completely).
+        #[arg(long)]
+        output: PathBuf,
+        /// Searchable form: int8 (1 byte a dimension), binary (1 bit) or none (f32).
+        #[arg(long, default_value = "int8", value_parser = parse_quantize)]
+        quantize: Quantize,
+    },
+    /// Search an index file for a query (with the model that built it).
+    Query {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The index file (`st5 index build`).
+        index: PathBuf,
+        /// Number of results.
+        #[arg(short = 'k', long, default_value_t = 5)]
+        k: usize,
+        /// Candidates searched per result before exact rescoring; the mode's default when absent.
+        #[arg(long)]
+        oversample: Option<usize>,
+        /// The query text.
+        query: String,
+    },
+    /// Memory, build time, query latency and recall@k of each mode against exact f32 search,
+    /// on real vectors (`--vectors`, from `st5 embed --output x.npy`) or random unit vectors.
+    Bench {
+        /// Document vectors `[n, dim]` (.npy); the last `--queries` rows are held out as queries.
+        #[arg(long, conflicts_with = "random")]
+        vectors: Option<PathBuf>,
+        /// This many random unit vectors (Gaussian directions) instead.
+        #[arg(long)]
+        random: Option<usize>,
+        /// Width of the random vectors.
+        #[arg(long, default_value_t = 384)]
+        dim: usize,
+        /// Queries timed one at a time.
+        #[arg(long, default_value_t = 100)]
+        queries: usize,
+        #[arg(short = 'k', long, default_value_t = 10)]
+        k: usize,
+        /// Modes to measure, comma-separated.
+        #[arg(long, default_value = "none,int8,binary")]
+        modes: String,
+        /// Candidates per result; each mode's default when absent.
+        #[arg(long)]
+        oversample: Option<usize>,
+        #[arg(long, default_value = "cpu", value_parser = crate::parse_backend)]
+        device: Backend,
+    },
+}
+
+fn parse_quantize(s: &str) -> Result<Quantize, String> {
+    s.parse().map_err(|e: st5_core::Error| e.to_string())
+}
+
+pub fn run(command: IndexCommand) -> Result<()> {
+    match command {
+        IndexCommand::Build { model, corpus, output, quantize } => {
+            let docs = read_lines(
+                std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?,
+                &corpus.display().to_string(),
+            )?;
+            let t0 = Instant::now();
+            let embedder = model.load()?;
+            let mut e = embed(&embedder, &docs)?;
+            l2_normalize_rows(&mut e.data, e.dim);
+            index_file::write(&output, quantize, &model.identity()?, e.dim, &docs, &e.data)?;
+            eprintln!(
+                "wrote {} ({} documents, {quantize}, {:.1} MB) in {:.1} s",
+                output.display(),
+                docs.len(),
+                std::fs::metadata(&output)?.len() as f64 / 1e6,
+                t0.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        IndexCommand::Query { model, index, k, oversample, query } => {
+            let file = IndexFile::open(&index)?;
+            let identity = model.identity()?;
+            if file.header.model != identity {
+                bail!(
+                    "{} was built with another model (weights fingerprint {}, this model's is {identity}); rebuild it with `st5 index build`",
+                    index.display(),
+                    file.header.model
+                );
+            }
+            let embedder = model.load()?;
+            let (_, limit) = model.device.device_with_limit()?;
+            let searchable = load(&file, embedder.device(), limit)?;
+            let mut q = embedder.embed(&[query.as_str()])?;
+            l2_normalize_rows(&mut q.data, q.dim);
+            let oversample = oversample.unwrap_or(file.header.quantize.default_oversample());
+            let hits = searchable
+                .search_rescored(&q.data, k, oversample, |ids| Ok(file.rows(ids)))?
+                .remove(0);
+            let texts = file.texts()?;
+            let mut out = std::io::stdout().lock();
+            for (rank, hit) in hits.iter().enumerate() {
+                writeln!(out, "{}\t{:.4}\t{}", rank + 1, hit.score, texts[hit.id as usize])?;
+            }
+            Ok(())
+        }
+        IndexCommand::Bench { vectors, random, dim, queries, k, modes, oversample, device } => {
+            let (data, dim, source) = match (vectors, random) {
+                (Some(path), None) => read_npy(&path)?,
+                (None, Some(n)) => (random_unit(n + queries, dim, 19), dim, "random".to_string()),
+                _ => bail!("give --vectors FILE.npy or --random N"),
+            };
+            let modes = modes
+                .split(',')
+                .map(|m| m.trim().parse::<Quantize>())
+                .collect::<Result<Vec<_>, _>>()?;
+            bench(&data, dim, &source, queries, k, &modes, oversample, device)
+        }
+    }
+}
+
+/// The searchable part of a saved index on `device`: its codes, or its f32 vectors.
+fn load(file: &IndexFile, device: &st5_core::Device, limit: Option<u64>) -> Result<VectorIndex> {
+    let h = &file.header;
+    let mut index = VectorIndex::with_quantize(h.dim, device, limit, h.quantize)?;
+    match file.codes() {
+        Some(codes) => index.add_codes(&codes)?,
+        None => index.add(&file.vectors())?,
+    }
+    Ok(index)
+}
+
+fn read_npy(path: &Path) -> Result<(Vec<f32>, usize, String)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let (mut data, _, dim) =
+        st5_core::npy::read_f32(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    l2_normalize_rows(&mut data, dim);
+    Ok((data, dim, path.display().to_string()))
+}
+
+/// `n` unit vectors with Gaussian directions (Box-Muller over the shared seeded generator).
+fn random_unit(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let mut v: Vec<f32> = (0..n * dim)
+        .map(|_| {
+            let (u1, u2) = (rng.unit().max(1e-12), rng.unit());
+            ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+        })
+        .collect();
+    l2_normalize_rows(&mut v, dim);
+    v
+}
+
+/// Resident memory of this process, from `/proc/self/statm` (Linux; 0 elsewhere).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench(
+    data: &[f32],
+    dim: usize,
+    source: &str,
+    queries: usize,
+    k: usize,
+    modes: &[Quantize],
+    oversample: Option<usize>,
+    backend: Backend,
+) -> Result<()> {
+    let total = data.len() / dim;
+    if total <= queries {
+        bail!("{total} vectors: need more than --queries {queries}");
+    }
+    let n = total - queries;
+    let (docs, held_out) = data.split_at(n * dim);
+    let (device, limit) = backend.device_with_limit()?;
+    // The exact answer, from the tested host loop.
+    let t0 = Instant::now();
+    let truth: Vec<Vec<Hit>> = held_out.chunks(dim).map(|q| brute_force(docs, dim, q, k)).collect();
+    eprintln!("exact answers for {queries} queries in {:.1} s", t0.elapsed().as_secs_f64());
+    println!(
+        "| vectors | n | dim | mode | oversample | bytes/vector (layout) | bytes/vector (index buffers) | RSS growth/vector | build s | query ms median | p95 | recall@{k} |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (i, &mode) in modes.iter().enumerate() {
+        let over = oversample.unwrap_or(mode.default_oversample());
+        let rss0 = rss_bytes();
+        let t0 = Instant::now();
+        let mut index = VectorIndex::with_quantize(dim, &device, limit, mode)?;
+        // In batches, as an application adds documents.
+        for chunk in docs.chunks(65536 * dim) {
+            index.add(chunk)?;
+        }
+        index.search(&held_out[..dim], 1)?; // waits for the uploads
+        let build = t0.elapsed().as_secs_f64();
+        // Freed memory is reused by the next mode, so only the first mode's growth means anything.
+        let grown = match i {
+            0 => format!("{:.0}", rss_bytes().saturating_sub(rss0) as f64 / n as f64),
+            _ => "-".into(),
+        };
+        let mut times = Vec::with_capacity(queries);
+        let mut found = 0;
+        for (query, want) in held_out.chunks(dim).zip(&truth) {
+            let t = Instant::now();
+            let hits = index
+                .search_rescored(query, k, over, |ids| {
+                    Ok(ids
+                        .iter()
+                        .flat_map(|&i| &docs[i as usize * dim..][..dim])
+                        .copied()
+                        .collect())
+                })?
+                .remove(0);
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            found += hits.iter().filter(|h| want.iter().any(|w| w.id == h.id)).count();
+        }
+        times.sort_by(f64::total_cmp);
+        let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
+        println!(
+            "| {source} | {n} | {dim} | {mode} | {over} | {} | {:.0} | {grown} | {build:.2} | {:.2} | {:.2} | {:.4} |",
+            mode.bytes_per_vector(dim),
+            index.bytes() as f64 / n as f64,
+            pct(0.5),
+            pct(0.95),
+            found as f64 / (k * queries) as f64
+        );
+        drop(index);
+    }
+    Ok(())
+}
