@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A real sentence corpus for the index's recall tests and scale benchmark: the first N distinct
 # lines of shared/data's caption, news, Wikipedia and WikiSplit sentence pools, in a fixed order
-# (no evaluation test split among them; see shared/data/SOURCES.md).
+# (no evaluation test split among them; see shared/data/SOURCES.md). The pools hold about 189k
+# distinct sentences; past that (the 1M benchmark) each further line joins two pool sentences
+# drawn by a fixed seed, so every line is still distinct text for the model to embed.
 # Usage: scripts/index-corpus.sh N OUT [DATA_DIR]
 set -euo pipefail
 n=$1 out=$2
@@ -14,7 +16,16 @@ set +o pipefail
   cut -f2 "$t"/leipzig_sentences/eng_news_2016_10K-sentences.txt "$t"/leipzig_sentences/eng_wikipedia_2016_10K-sentences.txt
   cat "$t"/clinc150/all_wiki_sents.txt
   cut -f1 "$t"/wikisplit/tune.tsv "$t"/wikisplit/validation.tsv
-} | tr -d '\r' | awk -v n="$n" 'length($0) > 0 && !seen[$0]++ { print; if (++c == n) exit }' > "$out.partial"
+} | tr -d '\r' | awk -v n="$n" '
+  length($0) > 0 && !seen[$0]++ { pool[c++] = $0; print; if (c == n) exit }
+  END {
+    srand(19)
+    for (; c < n; c++) {
+      line = pool[int(rand() * length(pool))] " " pool[int(rand() * length(pool))]
+      if (seen[line]++) { c--; continue }
+      print line
+    }
+  }' > "$out.partial"
 set -o pipefail
 have=$(wc -l < "$out.partial")
 if [ "$have" -lt "$n" ]; then
