@@ -125,7 +125,22 @@ export interface IndexOptions {
   maxBufferBytes?: number;
   /** Rows per device buffer (default: as many as fit). */
   shardRows?: number;
+  /**
+   * How the searchable vectors are stored: `'none'` (f32, exact; default), `'int8'` (1 byte a
+   * dimension) or `'binary'` (1 bit). A quantized index searches `k × oversample` candidates on
+   * its codes and rescores them exactly with their f32 vectors.
+   */
+  quantize?: Quantize;
+  /** Candidates per result before rescoring (default: 4 for int8, 16 for binary). */
+  oversample?: number;
+  /**
+   * Where a quantized index keeps the f32 vectors it rescores with: `'opfs'` (the Origin Private
+   * File System, out of the tab's memory; default where available) or `'memory'` (faster reads).
+   */
+  rescore?: 'opfs' | 'memory';
 }
+
+export type Quantize = 'none' | 'int8' | 'binary';
 
 export interface AddOptions {
   /** Texts per `embed` call (default 64). */
@@ -141,7 +156,8 @@ export interface Hit {
   score: number;
 }
 
-/** A searchable corpus on the device; ids are positions in `texts`. Exact top-k. */
+/** A searchable corpus on the device; ids are positions in `texts`. Exact top-k (a quantized
+ * index: top-k of its rescored candidates). */
 export declare class SearchIndex {
   /** The indexed documents, in id order. */
   readonly texts: string[];
@@ -153,21 +169,30 @@ export declare class SearchIndex {
   readonly device: Device;
   /** Device buffers the vectors occupy (more than one past the binding limit). */
   readonly shards: number;
+  /** How the searchable vectors are stored. */
+  readonly quantize: Quantize;
+  /** Bytes of the searchable part (device or wasm memory). */
+  readonly bytes: number;
+  /** Where a quantized index's f32 vectors for rescoring live; null for `quantize: 'none'`. */
+  readonly rescore: 'opfs' | 'memory' | null;
   /** Embeds and adds the texts not already indexed. */
   add(texts: string[], options?: AddOptions): Promise<{ added: number; ms: number }>;
-  /** Adds precomputed row-major vectors for `texts`, without embedding. */
-  addVectors(texts: string[], vectors: Float32Array): void;
+  /**
+   * Adds precomputed row-major vectors for `texts`, without embedding; searchable at once. The
+   * promise settles when a quantized index's rescoring copy is written.
+   */
+  addVectors(texts: string[], vectors: Float32Array): Promise<void>;
   /** The `k` (default 10) documents closest to `query`, best first, ties to the lower id. */
   search(query: string, k?: number): Promise<{ hits: Hit[]; embedMs: number; searchMs: number }>;
   /** Top-k for row-major query vectors: one hit list per query. */
   searchVectors(queries: Float32Array, k?: number): Promise<Hit[][]>;
-  /** Every vector, row-major in id order. */
+  /** Every f32 vector, row-major in id order. */
   vectors(): Promise<Float32Array>;
   /** Saves to IndexedDB under the index's name, replacing what was there. */
   save(): Promise<void>;
-  /** The index as one file (a header and the raw vectors), for `importIndex`. */
+  /** The index as one file (a header, the raw vectors and any codes), for `importIndex`. */
   export(): Promise<Blob>;
-  /** Frees the device memory. */
+  /** Frees the device memory (and a quantized index's rescoring file). */
   dispose(): void;
 }
 

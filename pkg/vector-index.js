@@ -1,15 +1,23 @@
 // Semantic search over a corpus: documents embedded by a model, their vectors kept on the GPU
 // (the wasm `Index`: one matrix product per shard plus a top-k selection on the device), saved in
 // IndexedDB keyed by the model's fingerprint and the corpus hash, exportable as a file.
+// A quantized index (`quantize: 'int8' | 'binary'`) searches codes of 1 byte or 1 bit a
+// dimension, then rescores `k × oversample` candidates exactly with their f32 vectors, which a
+// row store keeps outside the searchable part (row-store.js: OPFS by default, or memory).
 
 import { autoDevice, generation, glue, guard, sha256, wasm } from './runtime.js';
+import { createRowStore, opfsAvailable } from './row-store.js';
 
 const DB = 'st5-index';
 const STORE = 'indexes';
 const MAGIC = 'ST5IDX1\n';
 
 const corpusHash = (texts) => sha256(new TextEncoder().encode(texts.join('\u0000')));
-const vectorHash = (vectors) => sha256(new Uint8Array(vectors.buffer, vectors.byteOffset, vectors.byteLength));
+const bytesOf = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+const vectorHash = (vectors) => sha256(bytesOf(vectors));
+const QUANTIZE = ['none', 'int8', 'binary'];
+// Restores a checked record; a symbol, so that only this module's openIndex and importIndex call it.
+const RESTORE = Symbol('restore');
 
 function idb(op) {
   return new Promise((resolve, reject) => {
@@ -31,15 +39,19 @@ export class SearchIndex {
   #wasmIndex;
   #generation = generation();
   #name;
+  #rows;
+  #oversample;
   /** The indexed documents, in id order. */
   texts = [];
   /** Texts embedded by this object so far (a restored index embeds none). */
   embedded = 0;
 
-  constructor(model, index, name) {
+  constructor(model, index, name, rows = null, oversample = index.defaultOversample) {
     this.#model = model;
     this.#wasmIndex = index;
     this.#name = name;
+    this.#rows = rows;
+    this.#oversample = oversample;
   }
 
   /** The wasm index, unless the module it lived in has trapped since (its vectors went with it). */
@@ -63,6 +75,18 @@ export class SearchIndex {
   get shards() {
     return this.#index.shards;
   }
+  /** How the searchable vectors are stored: `'none'` (f32), `'int8'` or `'binary'`. */
+  get quantize() {
+    return this.#index.quantize;
+  }
+  /** Bytes of the searchable part (device or wasm memory). */
+  get bytes() {
+    return this.#index.bytes;
+  }
+  /** Where a quantized index's f32 vectors for rescoring live: `'opfs'`, `'memory'`, or null. */
+  get rescore() {
+    return this.#rows?.kind ?? null;
+  }
 
   /**
    * Embeds and adds the texts not already indexed. `onProgress({ done, total, perSecond })`
@@ -77,6 +101,7 @@ export class SearchIndex {
       const batch = fresh.slice(i, i + batchSize);
       const vectors = await this.#model.embedFlat(batch);
       await guard('SearchIndex.add', () => this.#index.add(vectors));
+      await this.#rows?.append(vectors);
       this.texts.push(...batch);
       this.embedded += batch.length;
       const done = Math.min(i + batchSize, fresh.length);
@@ -87,11 +112,23 @@ export class SearchIndex {
     return { added: fresh.length, ms: performance.now() - t0 };
   }
 
-  /** Adds precomputed vectors (row-major) for `texts`, without embedding. */
+  /**
+   * Adds precomputed vectors (row-major) for `texts`, without embedding. Searchable at once;
+   * the promise settles when a quantized index's rescoring copy is written.
+   */
   addVectors(texts, vectors) {
     this.#index.add(vectors);
     this.#index.releaseMemory();
     this.texts.push(...texts);
+    return Promise.resolve(this.#rows?.append(vectors));
+  }
+
+  /** Restores saved codes and their f32 vectors (a quantized index's record). */
+  async #addCodes(texts, words, scales, vectors) {
+    this.#index.addCodes(words, scales);
+    this.#index.releaseMemory();
+    this.texts.push(...texts);
+    await this.#rows.append(vectors);
   }
 
   /**
@@ -106,34 +143,61 @@ export class SearchIndex {
     return { hits, embedMs: t1 - t0, searchMs: performance.now() - t1 };
   }
 
-  /** Top-k for row-major query vectors: one hit list per query. */
+  /**
+   * Top-k for row-major query vectors: one hit list per query. A quantized index searches
+   * `k × oversample` candidates on its codes, then orders them by their exact f32 scores.
+   */
   async searchVectors(queries, k = 10) {
-    const { ids, scores, k: kk } = await guard('SearchIndex.search', () => this.#index.search(queries, k));
-    const q = kk ? ids.length / kk : queries.length / this.#index.dim;
-    return Array.from({ length: q }, (_, i) =>
-      Array.from({ length: kk }, (_, j) => ({
-        id: ids[i * kk + j],
-        text: this.texts[ids[i * kk + j]],
-        score: scores[i * kk + j],
-      })),
-    );
+    const wanted = this.#rows ? k * this.#oversample : k;
+    const found = await guard('SearchIndex.search', () => this.#index.search(queries, wanted));
+    const dim = this.#index.dim;
+    const q = queries.length / dim;
+    const lists = [];
+    for (let i = 0; i < q; i++) {
+      let { ids, scores, k: kk } = found;
+      let at = i * kk;
+      if (this.#rows) {
+        const candidates = ids.slice(at, at + kk);
+        const rows = await this.#rows.rows(candidates);
+        ({ ids, scores, k: kk } = glue().Index.rescore(queries.subarray(i * dim, (i + 1) * dim), candidates, rows, k));
+        at = 0;
+      }
+      lists.push(
+        Array.from({ length: kk }, (_, j) => ({
+          id: ids[at + j],
+          text: this.texts[ids[at + j]],
+          score: scores[at + j],
+        })),
+      );
+    }
+    return lists;
   }
 
-  /** Every vector, row-major in id order. */
+  /** Every vector, row-major in id order (a quantized index's from its rescoring copy). */
   vectors() {
+    if (this.#rows) return this.#rows.all();
     return guard('SearchIndex.vectors', () => this.#index.vectors());
   }
 
   async #record() {
     const vectors = await this.vectors();
-    return {
+    const record = {
       fingerprint: this.#model.fingerprint,
       corpus: await corpusHash(this.texts),
       dim: this.#index.dim,
       texts: this.texts,
+      quantize: this.quantize,
       checksum: await vectorHash(vectors),
       vectors: vectors.buffer,
     };
+    if (this.#rows) {
+      // The codes as searched, so that a restored index needs no re-encoding.
+      const { words, scales } = await guard('SearchIndex.codes', () => this.#index.codes());
+      record.codesChecksum = await sha256(new Uint8Array(await new Blob([words, scales]).arrayBuffer()));
+      record.words = words.buffer;
+      record.scales = scales.buffer;
+    }
+    return record;
   }
 
   /** Saves to IndexedDB under this index's name (replacing what was there). */
@@ -142,27 +206,67 @@ export class SearchIndex {
     await idb((store) => store.put(record, this.#name));
   }
 
-  /** The index as one file (a header and the raw vectors), for `importIndex`. */
+  /**
+   * The index as one file for `importIndex`: a header, the raw f32 vectors, and for a quantized
+   * index its code words and scales.
+   */
   async export() {
-    const { vectors, ...header } = await this.#record();
+    const { vectors, words, scales, ...header } = await this.#record();
     const head = new TextEncoder().encode(JSON.stringify(header));
     const len = new Uint8Array(new Uint32Array([head.length]).buffer);
-    return new Blob([MAGIC, len, head, vectors], { type: 'application/octet-stream' });
+    const parts = [MAGIC, len, head, vectors, ...(words ? [words, scales] : [])];
+    return new Blob(parts, { type: 'application/octet-stream' });
   }
 
   dispose() {
+    this.#rows?.dispose();
     if (this.#generation === generation()) this.#wasmIndex.dispose();
+  }
+
+  /** Restores a checked record (see `problem`) into this empty index. */
+  async [RESTORE](record) {
+    const vectors = new Float32Array(record.vectors);
+    if (this.#rows)
+      await this.#addCodes(record.texts, new Int32Array(record.words), new Float32Array(record.scales), vectors);
+    else this.addVectors(record.texts, vectors);
   }
 }
 
-/** An empty index for `model`'s vectors. Options: `device` ('auto': as for `load`), `name` (IndexedDB key). */
-export async function createIndex(model, { device = 'auto', name = 'default', maxBufferBytes, shardRows } = {}) {
+/**
+ * An empty index for `model`'s vectors. Options: `device` ('auto': as for `load`), `name`
+ * (IndexedDB key), `quantize` ('none', 'int8' or 'binary'), `oversample` (candidates per result
+ * before rescoring; the mode's default), `rescore` (where the f32 vectors for rescoring live:
+ * 'opfs' where the browser has it, else 'memory').
+ */
+export async function createIndex(
+  model,
+  { device = 'auto', name = 'default', maxBufferBytes, shardRows, quantize = 'none', oversample, rescore } = {},
+) {
+  if (!QUANTIZE.includes(quantize)) {
+    throw Object.assign(new Error(`st5: unknown quantize '${quantize}' (expected none, int8 or binary)`), {
+      code: 'invalid',
+    });
+  }
+  if (oversample !== undefined && !(Number.isInteger(oversample) && oversample >= 1)) {
+    throw Object.assign(new Error(`st5: oversample must be a whole number ≥ 1, not ${oversample}`), {
+      code: 'invalid',
+    });
+  }
   await wasm();
   const wanted = device === 'auto' ? await autoDevice() : device;
   const index = await guard('createIndex', () =>
-    glue().Index.create(model.dim, { device: wanted, maxBufferBytes, shardRows }),
+    glue().Index.create(model.dim, { device: wanted, maxBufferBytes, shardRows, quantize }),
   );
-  return new SearchIndex(model, index, name);
+  let rows = null;
+  if (quantize !== 'none') {
+    const kind = rescore ?? ((await opfsAvailable()) ? 'opfs' : 'memory');
+    if (kind !== 'opfs' && kind !== 'memory') {
+      index.dispose();
+      throw Object.assign(new Error(`st5: unknown rescore '${kind}' (expected opfs or memory)`), { code: 'invalid' });
+    }
+    rows = await createRowStore(kind, model.dim);
+  }
+  return new SearchIndex(model, index, name, rows, oversample ?? index.defaultOversample);
 }
 
 /** Checks a stored or imported record against `model`; returns why it is unusable, if it is. */
@@ -179,6 +283,19 @@ async function problem(record, model) {
   if (record.dim !== model.dim || vectors.length !== record.texts.length * model.dim) return 'corrupt (sizes disagree)';
   if ((await vectorHash(vectors)) !== record.checksum) return 'corrupt (checksum mismatch)';
   if ((await corpusHash(record.texts)) !== record.corpus) return 'corrupt (corpus hash mismatch)';
+  const quantize = record.quantize ?? 'none';
+  if (!QUANTIZE.includes(quantize)) return `corrupt (unknown quantize '${quantize}')`;
+  if (quantize !== 'none') {
+    const n = record.texts.length;
+    const perWord = quantize === 'int8' ? 4 : 32;
+    const words = record.words;
+    const scales = record.scales;
+    if (!(words instanceof ArrayBuffer) || !(scales instanceof ArrayBuffer)) return 'corrupt (its codes are missing)';
+    if (words.byteLength !== n * Math.ceil(model.dim / perWord) * 4 || scales.byteLength !== n * 4)
+      return 'corrupt (code sizes disagree)';
+    const codes = await sha256(new Uint8Array(await new Blob([words, scales]).arrayBuffer()));
+    if (codes !== record.codesChecksum) return 'corrupt (codes checksum mismatch)';
+  }
   return null;
 }
 
@@ -199,9 +316,10 @@ export async function openIndex(model, texts, { onProgress, batchSize, ...option
   }
   let reason = await problem(record, model);
   if (!reason && !record.texts.every((t, i) => t === texts[i])) reason = 'saved for another corpus';
+  if (!reason && (record.quantize ?? 'none') !== index.quantize) reason = `saved as ${record.quantize ?? 'none'}`;
   let restored = 0;
   if (!reason) {
-    index.addVectors(record.texts, new Float32Array(record.vectors));
+    await index[RESTORE](record);
     restored = record.texts.length;
   } else if (record) {
     console.warn(`st5: saved index "${name}" ${reason}; rebuilding it`);
@@ -228,10 +346,23 @@ export async function importIndex(model, blob, options = {}) {
   } catch (e) {
     throw new Error(`st5: index file header is corrupt: ${e.message}`);
   }
-  const record = { ...header, vectors: bytes.slice(start + len).buffer };
+  // The body: f32 vectors, then (quantized) the code words and the scales.
+  const body = start + len;
+  const n = Array.isArray(header?.texts) ? header.texts.length : 0;
+  const vectorBytes = n * model.dim * 4;
+  const quantized = header?.quantize && header.quantize !== 'none';
+  const wordBytes = quantized ? bytes.length - body - vectorBytes - n * 4 : 0;
+  const record = {
+    ...header,
+    vectors: bytes.slice(body, quantized ? body + vectorBytes : bytes.length).buffer,
+    ...(quantized && {
+      words: bytes.slice(body + vectorBytes, body + vectorBytes + Math.max(wordBytes, 0)).buffer,
+      scales: bytes.slice(body + vectorBytes + Math.max(wordBytes, 0)).buffer,
+    }),
+  };
   const reason = await problem(record, model);
   if (reason) throw new Error(`st5: index file ${reason}`);
-  const index = await createIndex(model, options);
-  index.addVectors(record.texts, new Float32Array(record.vectors));
+  const index = await createIndex(model, { ...options, quantize: record.quantize ?? 'none' });
+  await index[RESTORE](record);
   return index;
 }

@@ -119,8 +119,16 @@ const corpus = () =>
     .map((l) => l.trim())
     .filter(Boolean);
 
+/** What the searchable vectors take, e.g. "int8, 388 B a vector, rescored from OPFS". */
+function footprint() {
+  const perVector = index.size ? Math.round(index.bytes / index.size) : 0;
+  const rescore = index.rescore ? `, rescored from ${index.rescore === 'opfs' ? 'OPFS' : 'memory'}` : '';
+  return `${index.quantize === 'none' ? 'f32' : index.quantize}, ${perVector} B a vector${rescore}`;
+}
+
 function indexReady(note) {
-  $('index-status').textContent = note;
+  $('index-status').textContent = `${note} (${footprint()})`;
+  $('quantize-select').value = index.quantize;
   $('query-input').disabled = false;
   $('export-button').disabled = false;
   demo.index = index;
@@ -138,6 +146,7 @@ $('index-button').addEventListener('click', async () => {
   try {
     const r = await openIndex(model, texts, {
       name: 'demo',
+      quantize: $('quantize-select').value,
       batchSize: 128,
       onProgress: ({ done, total, perSecond }) => {
         bar.value = done / total;

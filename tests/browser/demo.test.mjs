@@ -1,7 +1,8 @@
 // The demo page (www/) in headless Chromium through playwright-core: index the sample corpus,
 // search as you type, screenshot, reload and restore the index from IndexedDB without
 // embedding, add documents (only they are embedded), rebuild a corrupt saved index, export and
-// import; and the package's GPU index against its CPU index on tie-heavy random vectors.
+// import, index int8 and binary (the quantize selector) and restore them; and the package's GPU
+// index against its CPU index on tie-heavy random vectors.
 //
 //   node tests/browser/demo.test.mjs     (after `bash pkg/build.sh`)
 
@@ -176,6 +177,36 @@ const failed = await runCases([
       });
       if (!r.same || !r.rejected) throw new Error(JSON.stringify(r));
       return `${r.n} vectors in ${r.size} bytes; a truncated file: "${r.rejected}"`;
+    },
+  ],
+  [
+    'quantize_selector_rescores_and_restores_the_quantized_index',
+    async () => {
+      const small = SAMPLE.slice(0, 40);
+      const notes = [];
+      for (const mode of ['int8', 'binary']) {
+        await page.getByTestId('quantize-select').selectOption(mode);
+        // The saved index holds the other form: rebuilt, every text embedded again.
+        const before = (await demo()).embedded;
+        await index(new RegExp(`^Indexed 40 documents .*rebuilt.*\\(${mode}, \\d+ B a vector, rescored from`));
+        if ((await demo()).embedded - before !== small.length)
+          throw new Error(`${mode}: ${JSON.stringify(await demo())}`);
+        // Rescoring is exact: a document's own text comes back first with cosine 1.
+        const hits = await search(small[9]);
+        if (hits[0].text !== small[9] || !(Math.abs(hits[0].score - 1) < 1e-4)) throw new Error(JSON.stringify(hits));
+        notes.push(await status());
+      }
+      // A new page restores the binary index (codes and rescoring vectors) without embedding.
+      await reload();
+      await page.getByTestId('corpus-input').fill(small.join('\n'));
+      await page.getByTestId('quantize-select').selectOption('binary');
+      await index(/^Restored 40 vectors/);
+      const d = await demo();
+      if (d.embedded !== 0 || d.restored !== small.length) throw new Error(JSON.stringify(d));
+      const hits = await search(small[21]);
+      if (hits[0].text !== small[21]) throw new Error(JSON.stringify(hits));
+      notes.push(await status());
+      return notes.join(' | ');
     },
   ],
   [

@@ -2,6 +2,7 @@
 // every public function, class member and option, used as a page would use them.
 import {
   type ErrorCode,
+  type Quantize,
   type LoadOptions,
   type ProgressEvent,
   type St5Error,
@@ -44,7 +45,11 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
   await worker.embed(['c']);
   const index = await createIndex(model, { device: 'cpu', name: 'docs', maxBufferBytes: 1 << 20, shardRows: 64 });
   const { added, ms } = await index.add(['x', 'y'], { batchSize: 8, onProgress: (p) => p.done / p.total });
-  index.addVectors(['z'], new Float32Array(model.dim));
+  await index.addVectors(['z'], new Float32Array(model.dim));
+  const small = await createIndex(model, { quantize: 'binary', oversample: 8, rescore: 'memory' });
+  const mode: Quantize = small.quantize;
+  const where: 'opfs' | 'memory' | null = small.rescore;
+  small.dispose();
   const { hits, embedMs, searchMs } = await index.search('x', 3);
   const perQuery = await index.searchVectors(flat, 2);
   const vectors: Float32Array = await index.vectors();
@@ -64,6 +69,22 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
   await worker.dispose();
   await model.dispose();
   await clearCache();
-  void [plan, facts, added, ms, embedMs, searchMs, perQuery, vectors, reason, copy.size, copy.device, copy.shards];
+  void [
+    plan,
+    facts,
+    added,
+    ms,
+    embedMs,
+    searchMs,
+    perQuery,
+    vectors,
+    reason,
+    copy.size,
+    copy.device,
+    copy.shards,
+    copy.bytes,
+    mode,
+    where,
+  ];
   return rows.length + hits.length + opened.restored + index.embedded + index.texts.length + seen.length;
 }

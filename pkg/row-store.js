@@ -1,0 +1,147 @@
+// Where a quantized index keeps its f32 vectors for exact rescoring: only the candidates of a
+// search are read (k × oversample rows), so they need not be in the tab's memory.
+//
+// - 'opfs': a file in the Origin Private File System; a search reads its candidates with
+//   `File.slice`. The tab holds none of them. Each file is named per index object and held by a
+//   Web Lock while that object lives, so that files left by closed tabs are found (their lock is
+//   free) and removed the next time an index is created, and a live tab's file never is.
+// - 'memory': a Float32Array in the tab (4 bytes a dimension): fastest, for small corpora and
+//   browsers without OPFS.
+
+const DIR = 'st5-rows';
+
+/** Whether this browser gives pages an Origin Private File System with Web Locks. */
+export async function opfsAvailable() {
+  try {
+    if (!navigator.storage?.getDirectory || !navigator.locks) return false;
+    await navigator.storage.getDirectory();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Appends row-major f32 vectors, reads rows by id. */
+class MemoryRows {
+  kind = 'memory';
+  #data = new Float32Array(0);
+  #length = 0;
+  constructor(dim) {
+    this.dim = dim;
+  }
+  get bytes() {
+    return this.#length * 4;
+  }
+  async append(vectors) {
+    if (this.#length + vectors.length > this.#data.length) {
+      const grown = new Float32Array(Math.max(this.#length + vectors.length, this.#data.length * 2));
+      grown.set(this.#data.subarray(0, this.#length));
+      this.#data = grown;
+    }
+    this.#data.set(vectors, this.#length);
+    this.#length += vectors.length;
+  }
+  async rows(ids) {
+    const out = new Float32Array(ids.length * this.dim);
+    ids.forEach((id, i) => out.set(this.#data.subarray(id * this.dim, (id + 1) * this.dim), i * this.dim));
+    return out;
+  }
+  async all() {
+    return this.#data.slice(0, this.#length);
+  }
+  dispose() {
+    this.#data = new Float32Array(0);
+  }
+}
+
+class OpfsRows {
+  kind = 'opfs';
+  #dir;
+  #name;
+  #handle;
+  #release;
+  #bytes = 0;
+  // Appends run one after another, and reads wait for those before them.
+  #queue = Promise.resolve();
+
+  static async create(dim) {
+    const root = await navigator.storage.getDirectory();
+    const dir = await root.getDirectoryHandle(DIR, { create: true });
+    await sweep(dir);
+    const store = new OpfsRows();
+    store.dim = dim;
+    store.#dir = dir;
+    store.#name = `${Date.now().toString(36)}-${crypto.randomUUID()}.f32`;
+    store.#release = await hold(`${DIR}/${store.#name}`);
+    store.#handle = await dir.getFileHandle(store.#name, { create: true });
+    return store;
+  }
+
+  get bytes() {
+    return this.#bytes;
+  }
+
+  append(vectors) {
+    const at = this.#bytes;
+    this.#bytes += vectors.byteLength;
+    const run = this.#queue.then(async () => {
+      const w = await this.#handle.createWritable({ keepExistingData: true });
+      try {
+        await w.write({ type: 'write', position: at, data: vectors });
+      } finally {
+        await w.close();
+      }
+    });
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  async rows(ids) {
+    await this.#queue;
+    const file = await this.#handle.getFile();
+    const row = this.dim * 4;
+    const out = new Float32Array(ids.length * this.dim);
+    await Promise.all(
+      Array.from(ids, async (id, i) => {
+        const bytes = await file.slice(id * row, (id + 1) * row).arrayBuffer();
+        if (bytes.byteLength !== row) throw new Error(`st5: the rescoring file lacks row ${id}`);
+        out.set(new Float32Array(bytes), i * this.dim);
+      }),
+    );
+    return out;
+  }
+
+  async all() {
+    await this.#queue;
+    return new Float32Array(await (await this.#handle.getFile()).arrayBuffer());
+  }
+
+  dispose() {
+    const { dir, name, release } = { dir: this.#dir, name: this.#name, release: this.#release };
+    this.#queue
+      .then(() => dir.removeEntry(name))
+      .catch(() => {})
+      .finally(release);
+  }
+}
+
+/** Holds an exclusive Web Lock on `name` until the returned function is called. */
+function hold(name) {
+  return new Promise((granted) => {
+    navigator.locks.request(name, () => new Promise((release) => granted(release)));
+  });
+}
+
+/** Removes the files of index objects that no longer live (their lock is free). */
+async function sweep(dir) {
+  for await (const [name] of dir.entries()) {
+    await navigator.locks.request(`${DIR}/${name}`, { ifAvailable: true }, async (lock) => {
+      if (lock) await dir.removeEntry(name).catch(() => {});
+    });
+  }
+}
+
+/** A row store of `kind` ('opfs' or 'memory') for `dim`-wide vectors. */
+export async function createRowStore(kind, dim) {
+  return kind === 'opfs' ? OpfsRows.create(dim) : new MemoryRows(dim);
+}
