@@ -316,7 +316,7 @@ export async function openIndex(model, texts, { onProgress, batchSize, ...option
   }
   let reason = await problem(record, model);
   if (!reason && !record.texts.every((t, i) => t === texts[i])) reason = 'saved for another corpus';
-  if (!reason && (record.quantize ?? 'none') !== index.quantize) reason = `saved as ${record.quantize ?? 'none'}`;
+  if (!reason && (record.quantize ?? 'none') !== index.quantize) reason = `stored as ${record.quantize ?? 'none'}`;
   let restored = 0;
   if (!reason) {
     await index[RESTORE](record);

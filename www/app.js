@@ -127,7 +127,7 @@ function footprint() {
 }
 
 function indexReady(note) {
-  $('index-status').textContent = `${note} (${footprint()})`;
+  $('index-status').textContent = `${note.replace(/\.$/, '')} (${footprint()}).`;
   $('quantize-select').value = index.quantize;
   $('query-input').disabled = false;
   $('export-button').disabled = false;

@@ -186,7 +186,9 @@ const failed = await runCases([
       const notes = [];
       for (const mode of ['int8', 'binary']) {
         await page.getByTestId('quantize-select').selectOption(mode);
-        // The saved index holds the other form: rebuilt, every text embedded again.
+        // The saved index holds the other form: rebuilt, every text embedded again. (An empty
+        // query, so that the page's re-run of it embeds nothing.)
+        await page.getByTestId('query-input').fill('');
         const before = (await demo()).embedded;
         await index(new RegExp(`^Indexed 40 documents .*rebuilt.*\\(${mode}, \\d+ B a vector, rescored from`));
         if ((await demo()).embedded - before !== small.length)
