@@ -3,12 +3,14 @@
 # lines of shared/data's caption, news, Wikipedia and WikiSplit sentence pools, in a fixed order
 # (no evaluation test split among them; see shared/data/SOURCES.md). The pools hold about 189k
 # distinct sentences; past that (the 1M benchmark) each further line joins two pool sentences
-# drawn by a fixed seed, so every line is still distinct text for the model to embed.
+# drawn by a fixed seed, so every line is still distinct text for the model to embed (which
+# pairs depends on the awk's generator: mawk's, Debian's default awk, for the README's figures).
 # Usage: scripts/index-corpus.sh N OUT [DATA_DIR]
 set -euo pipefail
 n=$1 out=$2
 data=${3:-${ST5_DATA:-$(dirname "$0")/../../shared/data}}
 t=$data/train
+[ -d "$t" ] || { echo "index-corpus: no $t (pass the shared data folder)" >&2; exit 1; }
 # The pool is read only as far as needed, so its first commands may end by SIGPIPE.
 set +o pipefail
 {
@@ -19,10 +21,13 @@ set +o pipefail
 } | tr -d '\r' | awk -v n="$n" '
   length($0) > 0 && !seen[$0]++ { pool[c++] = $0; print; if (c == n) exit }
   END {
+    if (c < 2) exit  # nothing to join: the count check below says so
     srand(19)
+    m = c
     for (; c < n; c++) {
-      line = pool[int(rand() * length(pool))] " " pool[int(rand() * length(pool))]
-      if (seen[line]++) { c--; continue }
+      line = pool[int(rand() * m)] " " pool[int(rand() * m)]
+      # Repeats are drawn again, a bounded number of times (a tiny pool runs out of pairs).
+      if (seen[line]++) { if (++repeats > 10 * n) exit; c--; continue }
       print line
     }
   }' > "$out.partial"

@@ -297,8 +297,9 @@ fn an_explicit_variant_overrides_a_pooling_config_without_a_mode() {
 }
 
 /// `st5 index build` then `st5 index query`, for each mode: the same top 3 as `st5 search` (the
-/// corpus is small, so rescoring the oversampled candidates is exact); another model's query
-/// and a damaged file are refused, naming the file.
+/// corpus is small, so rescoring the oversampled candidates is exact; with `--oversample 1`
+/// only the codes' own top 3 are rescored); another model's or another variant's query and a
+/// damaged file are refused, naming the file.
 #[test]
 fn a_saved_index_answers_as_search_does_and_refuses_what_it_cannot_use() {
     let corpus = root().join("tests/fixtures/corpus.txt");
@@ -307,7 +308,15 @@ fn a_saved_index_answers_as_search_does_and_refuses_what_it_cannot_use() {
     let o = run(&["search", "--corpus", corpus, "-k", "3", query], b"");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let want = String::from_utf8(o.stdout).unwrap();
-    for mode in ["none", "int8", "binary"] {
+    // Texts agree exactly; scores to the 4 printed decimals (f32 sums in another order).
+    let column = |s: &str, i: usize| {
+        s.lines().map(|l| l.split('\t').nth(i).unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let scores =
+        |s: &str| column(s, 1).iter().map(|x| x.parse::<f32>().unwrap()).collect::<Vec<_>>();
+    for (mode, oversample) in
+        [("none", None), ("int8", None), ("int8", Some("1")), ("binary", None)]
+    {
         let index = scratch(&format!("corpus-{mode}.st5index"));
         let index = index.to_str().unwrap();
         let o = run(
@@ -315,14 +324,14 @@ fn a_saved_index_answers_as_search_does_and_refuses_what_it_cannot_use() {
             b"",
         );
         assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stderr));
-        let o = run(&["index", "query", index, "-k", "3", query], b"");
+        let mut args = vec!["index", "query", index, "-k", "3", query];
+        args.extend(oversample.map(|o| ["--oversample", o]).into_iter().flatten());
+        let o = run(&args, b"");
         assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stderr));
         let got = String::from_utf8(o.stdout).unwrap();
-        // Ids and texts agree exactly; scores to the 4 printed decimals (f32 sums in another order).
-        let texts = |s: &str| {
-            s.lines().map(|l| l.split('\t').nth(2).unwrap().to_string()).collect::<Vec<_>>()
-        };
-        assert_eq!(texts(&got), texts(&want), "{mode}");
+        assert_eq!(column(&got, 2), column(&want, 2), "{mode} {oversample:?}");
+        let (got, want) = (scores(&got), scores(&want));
+        assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1.5e-4), "{got:?} vs {want:?}");
     }
     let index = scratch("corpus-int8.st5index");
     let other = fixture("st-enc-mean-relu");
@@ -332,6 +341,12 @@ fn a_saved_index_answers_as_search_does_and_refuses_what_it_cannot_use() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("another model"), "{err}");
+    // The same weights pooled another way give other vectors: refused too.
+    let o = run(&["index", "query", "--variant", "enc-first", index.to_str().unwrap(), query], b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("another model"), "{err}");
+    let o = run(&["index", "query", "--oversample", "0", index.to_str().unwrap(), query], b"");
+    assert!(!o.status.success(), "--oversample 0 accepted");
     let mut bytes = std::fs::read(&index).unwrap();
     bytes.truncate(bytes.len() - 100);
     let cut = scratch("cut.st5index");

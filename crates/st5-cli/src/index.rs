@@ -42,7 +42,7 @@ pub enum IndexCommand {
         #[arg(short = 'k', long, default_value_t = 5)]
         k: usize,
         /// Candidates searched per result before exact rescoring; the mode's default when absent.
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one())]
         oversample: Option<usize>,
         /// The query text.
         query: String,
@@ -54,25 +54,30 @@ pub enum IndexCommand {
         #[arg(long, conflicts_with = "random")]
         vectors: Option<PathBuf>,
         /// This many random unit vectors (Gaussian directions) instead.
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one())]
         random: Option<usize>,
         /// Width of the random vectors.
-        #[arg(long, default_value_t = 384)]
+        #[arg(long, default_value_t = 384, value_parser = at_least_one())]
         dim: usize,
         /// Queries timed one at a time.
-        #[arg(long, default_value_t = 100)]
+        #[arg(long, default_value_t = 100, value_parser = at_least_one())]
         queries: usize,
-        #[arg(short = 'k', long, default_value_t = 10)]
+        #[arg(short = 'k', long, default_value_t = 10, value_parser = at_least_one())]
         k: usize,
         /// Modes to measure, comma-separated.
-        #[arg(long, default_value = "none,int8,binary")]
-        modes: String,
+        #[arg(long, default_value = "none,int8,binary", value_delimiter = ',', value_parser = parse_quantize)]
+        modes: Vec<Quantize>,
         /// Candidates per result; each mode's default when absent.
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one())]
         oversample: Option<usize>,
         #[arg(long, default_value = "cpu", value_parser = crate::parse_backend)]
         device: Backend,
     },
+}
+
+/// A count that must be at least 1 (refused by clap, naming the flag).
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
 fn parse_quantize(s: &str) -> Result<Quantize, String> {
@@ -90,35 +95,40 @@ pub fn run(command: IndexCommand) -> Result<()> {
             let embedder = model.load()?;
             let mut e = embed(&embedder, &docs)?;
             l2_normalize_rows(&mut e.data, e.dim);
-            index_file::write(&output, quantize, &model.identity()?, e.dim, &docs, &e.data)?;
+            let identity = model.identity(&embedder)?;
+            index_file::write(&output, quantize, &identity, e.dim, &docs, &e.data)?;
+            let bytes = std::fs::metadata(&output)
+                .with_context(|| format!("reading {}", output.display()))?
+                .len();
             eprintln!(
                 "wrote {} ({} documents, {quantize}, {:.1} MB) in {:.1} s",
                 output.display(),
                 docs.len(),
-                std::fs::metadata(&output)?.len() as f64 / 1e6,
+                bytes as f64 / 1e6,
                 t0.elapsed().as_secs_f64()
             );
             Ok(())
         }
         IndexCommand::Query { model, index, k, oversample, query } => {
             let file = IndexFile::open(&index)?;
-            let identity = model.identity()?;
-            if file.header.model != identity {
+            let embedder = model.load()?;
+            let identity = model.identity(&embedder)?;
+            if file.header.model != identity || file.header.dim != embedder.dim() {
                 bail!(
-                    "{} was built with another model (weights fingerprint {}, this model's is {identity}); rebuild it with `st5 index build`",
+                    "{} was built with another model or settings ({}, width {}; this model: {identity}, width {}); rebuild it with `st5 index build`",
                     index.display(),
-                    file.header.model
+                    file.header.model,
+                    file.header.dim,
+                    embedder.dim()
                 );
             }
-            let embedder = model.load()?;
             let (_, limit) = model.device.device_with_limit()?;
             let searchable = load(&file, embedder.device(), limit)?;
             let mut q = embedder.embed(&[query.as_str()])?;
             l2_normalize_rows(&mut q.data, q.dim);
             let oversample = oversample.unwrap_or(file.header.quantize.default_oversample());
-            let hits = searchable
-                .search_rescored(&q.data, k, oversample, |ids| Ok(file.rows(ids)))?
-                .remove(0);
+            let hits =
+                searchable.search_rescored(&q.data, k, oversample, |ids| file.rows(ids))?.remove(0);
             let texts = file.texts()?;
             let mut out = std::io::stdout().lock();
             for (rank, hit) in hits.iter().enumerate() {
@@ -132,10 +142,6 @@ pub fn run(command: IndexCommand) -> Result<()> {
                 (None, Some(n)) => (random_unit(n + queries, dim, 19), dim, "random".to_string()),
                 _ => bail!("give --vectors FILE.npy or --random N"),
             };
-            let modes = modes
-                .split(',')
-                .map(|m| m.trim().parse::<Quantize>())
-                .collect::<Result<Vec<_>, _>>()?;
             bench(&data, dim, &source, queries, k, &modes, oversample, device)
         }
     }
@@ -146,9 +152,10 @@ fn load(file: &IndexFile, device: &st5_core::Device, limit: Option<u64>) -> Resu
     let h = &file.header;
     let mut index = VectorIndex::with_quantize(h.dim, device, limit, h.quantize)?;
     match file.codes() {
-        Some(codes) => index.add_codes(&codes)?,
-        None => index.add(&file.vectors())?,
+        Some(codes) => index.add_codes(&codes),
+        None => index.add(&file.vectors()),
     }
+    .with_context(|| format!("{}: its vectors", file.path.display()))?;
     Ok(index)
 }
 

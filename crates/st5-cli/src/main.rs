@@ -173,21 +173,27 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
 }
 
 impl ModelArgs {
-    /// What a saved index records as its model: the weights fingerprint, and the soft prompt's
-    /// SHA-256 when one is used (it changes every vector).
-    fn identity(&self) -> Result<String> {
+    /// What a saved index records as the model that embedded it: the weights fingerprint, and
+    /// everything else that changes the vectors: the pooling variant and `max_seq_length`
+    /// `embedder` resolved, and the SHA-256 of a `--tokenizer` or soft prompt file.
+    fn identity(&self, embedder: &Embedder) -> Result<String> {
         let weights = match &self.model {
             Some(dir) => weights_fingerprint(&Dir(dir.clone()))?,
             None => weights_fingerprint(&builtin_files())?,
         };
-        Ok(match &self.prompt {
-            Some(path) => {
+        let mut id = format!(
+            "{weights}+{}+max_seq_length:{}",
+            embedder.variant(),
+            embedder.layout().max_seq_length
+        );
+        for (what, path) in [("tokenizer", &self.tokenizer), ("prompt", &self.prompt)] {
+            if let Some(path) = path {
                 let bytes =
                     std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-                format!("{weights}+prompt:{}", st5_core::fingerprint::sha256_hex(&bytes))
+                id += &format!("+{what}:{}", st5_core::fingerprint::sha256_hex(&bytes));
             }
-            None => weights,
-        })
+        }
+        Ok(id)
     }
 
     fn load(&self) -> Result<Embedder> {

@@ -7,8 +7,9 @@
 //! (those whose maximum reaches the k-th largest block maximum) are gathered and read back:
 //! `k × BLOCK` scores instead of `rows`, in three dispatches whatever `k`. It is exact: an entry
 //! outside those blocks has k blocks' maxima strictly above it. The final order (score
-//! descending, ties to the lower id) is applied to the candidates on the host. The same code
-//! runs on the CPU (flex), giving the same ids.
+//! descending, ties to the lower id) is applied to the candidates on the host. An f32 index runs
+//! the same code on the CPU (flex), giving the same ids. Queries are searched in groups small
+//! enough that a shard's scores `[group, rows]` fit one buffer too.
 //!
 //! A quantized shard holds the packed 32-bit words `[rows, W]` and the scales. Its scores are
 //! computed in slices of rows: one broadcast shift and mask unpack a slice to `[rows, planes·W]`
@@ -16,7 +17,10 @@
 //! the affine decode (`scale · (a·raw + c·Σq)`) is applied to the scores, not the vectors. The
 //! searchable part thus takes 1 byte (int8) or 1 bit (binary) a dimension on the device; the
 //! unpacked slice is transient. The scores then go through the same selection as f32 ones, and
-//! [`rescore`] orders the candidates by their exact f32 dot products.
+//! [`rescore`] orders the candidates by their exact f32 dot products. On the CPU a quantized
+//! index keeps its codes in host memory instead and scans them with [`Packing::scan`] (its own
+//! summation order, so its candidate scores may differ from a GPU's in the last bits; the
+//! rescored scores do not).
 
 use std::sync::Arc;
 
@@ -41,8 +45,10 @@ pub struct VectorIndex {
     device: Device,
     dim: usize,
     quantize: Quantize,
-    /// Rows per shard: the most that fit one buffer, for the vectors and for a shard's scores.
+    /// Rows per shard: the most whose vectors (or codes) fit one buffer.
     shard_rows: usize,
+    /// The device's largest buffer: bounds the queries a search scores at once (`group`).
+    limit: u64,
     /// Every shard but the last is full.
     shards: Vec<Shard>,
     len: usize,
@@ -128,48 +134,52 @@ enum Selected {
     Host(Candidates),
 }
 
-/// Reads a search's selections back with `$read` (sync or async) and merges them; one body for
-/// [`VectorIndex::search`] and [`VectorIndex::search_async`].
+/// Searches each group of queries, reading its selections back with `$read` (sync or async)
+/// and merging them; one body for [`VectorIndex::search`] and [`VectorIndex::search_async`].
 macro_rules! read_selection {
     ($index:expr, $queries:expr, $k:expr, |$t:ident| $read:expr) => {{
-        let q = $index.check_queries($queries)?;
-        let mut candidates = Vec::new();
-        for sel in $index.select($queries, q, $k) {
-            match sel {
-                Selected::Host(c) => candidates.push(c),
-                Selected::All { scores, offset } => {
-                    let $t = scores;
-                    let scores = to_host($read)?;
-                    let rows = scores.len() / q;
-                    candidates.push(Candidates {
-                        scores,
-                        ids: (0..rows).map(|j| offset + j).collect(),
-                        rows,
-                    });
-                }
-                Selected::Blocks { blocks, maxima, offset, rows } => {
-                    let $t = maxima;
-                    let maxima = to_host($read)?;
-                    let picked = candidate_blocks(&maxima, q, $k);
-                    let at = Tensor::<1, Int>::from_data(
-                        TensorData::new(
-                            picked.iter().map(|&b| b as i64).collect::<Vec<_>>(),
-                            [picked.len()],
-                        ),
-                        $index.device(),
-                    );
-                    let $t = blocks.select(1, at); // [q, picked, BLOCK]
-                    let scores = to_host($read)?;
-                    let ids = picked
-                        .iter()
-                        .flat_map(|&b| (0..BLOCK).map(move |j| b * BLOCK + j))
-                        .map(|local| if local < rows { offset + local } else { usize::MAX })
-                        .collect::<Vec<_>>();
-                    candidates.push(Candidates { scores, rows: ids.len(), ids });
+        let mut hits = Vec::new();
+        for group in $index.query_groups($queries)? {
+            let q = group.len() / $index.dim;
+            let mut candidates = Vec::new();
+            for sel in $index.select(group, q, $k) {
+                match sel {
+                    Selected::Host(c) => candidates.push(c),
+                    Selected::All { scores, offset } => {
+                        let $t = scores;
+                        let scores = to_host($read)?;
+                        let rows = scores.len() / q;
+                        candidates.push(Candidates {
+                            scores,
+                            ids: (0..rows).map(|j| offset + j).collect(),
+                            rows,
+                        });
+                    }
+                    Selected::Blocks { blocks, maxima, offset, rows } => {
+                        let $t = maxima;
+                        let maxima = to_host($read)?;
+                        let picked = candidate_blocks(&maxima, q, $k);
+                        let at = Tensor::<1, Int>::from_data(
+                            TensorData::new(
+                                picked.iter().map(|&b| b as i64).collect::<Vec<_>>(),
+                                [picked.len()],
+                            ),
+                            $index.device(),
+                        );
+                        let $t = blocks.select(1, at); // [q, picked, BLOCK]
+                        let scores = to_host($read)?;
+                        let ids = picked
+                            .iter()
+                            .flat_map(|&b| (0..BLOCK).map(move |j| b * BLOCK + j))
+                            .map(|local| if local < rows { offset + local } else { usize::MAX })
+                            .collect::<Vec<_>>();
+                        candidates.push(Candidates { scores, rows: ids.len(), ids });
+                    }
                 }
             }
+            hits.extend(merge(&candidates, q, $k));
         }
-        Ok(merge(&candidates, q, $k))
+        Ok(hits)
     }};
 }
 
@@ -189,7 +199,9 @@ impl VectorIndex {
         if dim == 0 {
             return Err(Error::Invalid("index dimension must be at least 1".into()));
         }
-        let row_bytes = quantize.packing().map_or(4 * dim, |p| 4 * p.words(dim)) as u64;
+        let row_bytes = (quantize.packing().map_or(dim, |p| p.words(dim)) as u64)
+            .checked_mul(4)
+            .ok_or_else(|| Error::Invalid(format!("index dimension {dim} is too large")))?;
         let limit = max_buffer_bytes.unwrap_or(u64::MAX);
         if limit < row_bytes {
             return Err(Error::Limit {
@@ -207,6 +219,7 @@ impl VectorIndex {
             dim,
             quantize,
             shard_rows,
+            limit,
             shards: Vec::new(),
             len: 0,
             gpu,
@@ -369,21 +382,26 @@ impl VectorIndex {
 
     /// Every vector, row-major, in id order (for saving an f32 index).
     pub async fn vectors_async(&self) -> Result<Vec<f32>> {
+        if self.quantize != Quantize::None {
+            return Err(Error::Invalid(format!(
+                "a {} index keeps codes, not vectors",
+                self.quantize
+            )));
+        }
         let mut out = Vec::with_capacity(self.len * self.dim);
         for shard in &self.shards {
-            let Shard::Dense(t) = shard else {
-                return Err(Error::Invalid(format!(
-                    "a {} index keeps codes, not vectors",
-                    self.quantize
-                )));
-            };
-            out.extend(to_host(t.clone().into_data_async().await)?);
+            if let Shard::Dense(t) = shard {
+                out.extend(to_host(t.clone().into_data_async().await)?);
+            }
         }
         Ok(out)
     }
 
     /// Every code, in id order (for saving a quantized index).
     pub async fn codes_async(&self) -> Result<Codes> {
+        if self.quantize == Quantize::None {
+            return Err(Error::Invalid("an f32 index keeps vectors, not codes".into()));
+        }
         let mut codes = Codes::default();
         for shard in &self.shards {
             let (words, scales) = match shard {
@@ -407,7 +425,9 @@ impl VectorIndex {
         Ok(codes)
     }
 
-    fn check_queries(&self, queries: &[f32]) -> Result<usize> {
+    /// The queries in groups whose scores `[group, shard_rows]` fit one buffer, after checking
+    /// them (whole vectors, finite: a NaN query would select no block at all).
+    fn query_groups<'q>(&self, queries: &'q [f32]) -> Result<std::slice::Chunks<'q, f32>> {
         if !queries.len().is_multiple_of(self.dim) {
             return Err(Error::Invalid(format!(
                 "{} query values are not whole vectors of width {}",
@@ -415,7 +435,12 @@ impl VectorIndex {
                 self.dim
             )));
         }
-        Ok(queries.len() / self.dim)
+        if queries.iter().any(|x| !x.is_finite()) {
+            return Err(Error::Invalid("queries must be finite".into()));
+        }
+        let group =
+            usize::try_from(self.limit / (4 * self.shard_rows as u64)).unwrap_or(usize::MAX).max(1);
+        Ok(queries.chunks(group.saturating_mul(self.dim)))
     }
 
     /// The queries on the device, padded for packed shards.
@@ -540,13 +565,16 @@ impl VectorIndex {
         if self.quantize == Quantize::None {
             return self.search(queries, k);
         }
-        let candidates = self.search(queries, k.saturating_mul(oversample.max(1)))?;
+        if oversample == 0 {
+            return Err(Error::Invalid("oversample must be at least 1".into()));
+        }
+        let candidates = self.search(queries, k.saturating_mul(oversample))?;
         candidates
             .iter()
             .zip(queries.chunks(self.dim))
             .map(|(hits, query)| {
                 let ids: Vec<u32> = hits.iter().map(|h| h.id).collect();
-                Ok(rescore(query, &ids, &rows(&ids)?, k))
+                rescore(query, &ids, &rows(&ids)?, k)
             })
             .collect()
     }
@@ -628,13 +656,21 @@ pub fn rank(hits: &mut Vec<Hit>, k: usize) {
     hits.truncate(k);
 }
 
-/// The `k` best of the candidate `ids` for `query` by their exact f32 vectors `rows` (row-major,
-/// in the order of `ids`): score descending, ties to the lower id.
-pub fn rescore(query: &[f32], ids: &[u32], rows: &[f32], k: usize) -> Vec<Hit> {
+/// The `k` best of the candidate `ids` for `query` by their exact f32 vectors `rows` (row-major
+/// `[ids.len(), query.len()]`, in the order of `ids`): score descending, ties to the lower id.
+pub fn rescore(query: &[f32], ids: &[u32], rows: &[f32], k: usize) -> Result<Vec<Hit>> {
+    if query.is_empty() || rows.len() != ids.len() * query.len() {
+        return Err(Error::Invalid(format!(
+            "rescore: {} row values for {} candidates of width {}",
+            rows.len(),
+            ids.len(),
+            query.len()
+        )));
+    }
     let mut hits = brute_force(rows, query.len(), query, ids.len());
     hits.iter_mut().for_each(|h| h.id = ids[h.id as usize]);
     rank(&mut hits, k);
-    hits
+    Ok(hits)
 }
 
 /// The exact answer on the host, one dot product per row: the reference the index is tested
@@ -737,7 +773,7 @@ mod tests {
                 let ids: Vec<u32> = hits.iter().map(|h| h.id).collect();
                 let rows: Vec<f32> =
                     ids.iter().flat_map(|&i| vectors[i as usize * dim..][..dim].to_vec()).collect();
-                let got = rescore(query, &ids, &rows, k);
+                let got = rescore(query, &ids, &rows, k).unwrap();
                 let mut want: Vec<Hit> = ids
                     .iter()
                     .map(|&i| Hit {
@@ -765,7 +801,7 @@ mod tests {
                 let ids: Vec<u32> = found.iter().map(|h| h.id).collect();
                 let rows: Vec<f32> =
                     ids.iter().flat_map(|&i| vectors[i as usize * dim..][..dim].to_vec()).collect();
-                assert_eq!(hits, &rescore(query, &ids, &rows, k), "{quantize} {dim}");
+                assert_eq!(hits, &rescore(query, &ids, &rows, k).unwrap(), "{quantize} {dim}");
             }
             // Codes come back as they went in, and a second index built from them agrees.
             let back = futures_lite_block(index.codes_async()).unwrap();
@@ -801,10 +837,65 @@ mod tests {
         assert_eq!(int8.len(), 0);
         let mut dense = VectorIndex::new(8, &device, None).unwrap();
         assert!(dense.add_codes(&Codes { words: vec![0; 2], scales: vec![1.0] }).is_err());
-        assert!(futures_lite_block(int8.vectors_async()).is_ok()); // empty: nothing to refuse
-        int8.add(&[0.5; 8]).unwrap();
+        // Refused by kind, empty or not.
         assert!(futures_lite_block(int8.vectors_async()).is_err());
-        assert!(futures_lite_block(dense.codes_async()).is_ok());
+        assert!(futures_lite_block(dense.codes_async()).is_err());
+        int8.add(&[0.5; 8]).unwrap();
+        dense.add(&[0.5; 8]).unwrap();
+        assert!(futures_lite_block(int8.vectors_async()).is_err());
+        assert!(futures_lite_block(dense.codes_async()).is_err());
+        assert!(futures_lite_block(int8.codes_async()).is_ok());
+        assert!(futures_lite_block(dense.vectors_async()).is_ok());
+        // Oversampling by 0 would search nothing.
+        let none = |_: &[u32]| -> Result<Vec<f32>> { Ok(vec![0.5; 8]) };
+        assert!(int8.search_rescored(&[1.0; 8], 1, 0, none).is_err());
+        assert_eq!(int8.search_rescored(&[1.0; 8], 1, 1, none).unwrap()[0].len(), 1);
+    }
+
+    #[test]
+    fn rescore_refuses_rows_that_do_not_match_the_candidates() {
+        let cases: [(&[f32], &[u32], &[f32]); 3] = [
+            (&[], &[0], &[]),                           // an empty query
+            (&[1.0, 0.0], &[0, 1], &[1.0, 0.0]),        // one row for two ids
+            (&[1.0, 0.0], &[0], &[1.0, 0.0, 0.0, 1.0]), // two rows for one id
+        ];
+        for (query, ids, rows) in cases {
+            assert!(rescore(query, ids, rows, 1).is_err(), "{query:?} {ids:?} {rows:?}");
+        }
+        let hits = rescore(&[1.0, 0.0], &[7, 3], &[0.5, 0.0, 0.5, 1.0], 2).unwrap();
+        assert_eq!(hits, [Hit { id: 3, score: 0.5 }, Hit { id: 7, score: 0.5 }]);
+    }
+
+    #[test]
+    fn queries_are_searched_in_groups_whose_scores_fit_one_buffer() {
+        // Under a 160-byte limit, a shard holds 10 f32 rows of width 4 (4 queries' scores fill a
+        // buffer: 3 groups of the 9 queries) or 40 rows of codes (1 query's: 9 groups). The
+        // answers are those of one unbounded search.
+        let device = Device::flex();
+        let mut rng = crate::rng::Rng::new(3);
+        let dim = 4;
+        let vectors: Vec<f32> = (0..80 * dim).map(|_| rng.unit() as f32 - 0.5).collect();
+        let queries: Vec<f32> = (0..9 * dim).map(|_| rng.unit() as f32 - 0.5).collect();
+        for quantize in Quantize::ALL {
+            let mut bounded =
+                VectorIndex::with_quantize(dim, &device, Some(160), quantize).unwrap();
+            let mut free = VectorIndex::with_quantize(dim, &device, None, quantize).unwrap();
+            bounded.add(&vectors).unwrap();
+            free.add(&vectors).unwrap();
+            let groups = if quantize == Quantize::None { 3 } else { 9 };
+            assert_eq!(bounded.query_groups(&queries).unwrap().count(), groups, "{quantize}");
+            assert_eq!(free.query_groups(&queries).unwrap().count(), 1, "{quantize}");
+            // The same ids; f32 scores to the last bit of the matrix product's summation order,
+            // which depends on how many queries share it.
+            let (a, b) = (bounded.search(&queries, 5).unwrap(), free.search(&queries, 5).unwrap());
+            for (a, b) in a.iter().flatten().zip(b.iter().flatten()) {
+                assert!(
+                    a.id == b.id && (a.score - b.score).abs() <= 1e-6,
+                    "{quantize}: {a:?} {b:?}"
+                );
+            }
+            assert_eq!(a.iter().flatten().count(), 9 * 5);
+        }
     }
 
     #[test]
@@ -814,6 +905,7 @@ mod tests {
         assert!(index.add(&[1.0, 2.0]).is_err());
         assert!(index.add(&[1.0, f32::NAN, 0.0]).is_err());
         assert!(index.search(&[1.0], 1).is_err());
+        assert!(index.search(&[1.0, f32::NAN, 0.0], 1).is_err());
         assert!(index.search(&[1.0, 0.0, 0.0], 3).unwrap()[0].is_empty());
         assert!(matches!(VectorIndex::new(3, &device, Some(8)), Err(Error::Limit { .. })));
         assert!(VectorIndex::new(0, &device, None).is_err());

@@ -12,8 +12,9 @@
 //! | texts  JSON array of count strings (texts_bytes long)
 //! | SHA-256 of everything above (32 bytes)
 //! ```
-//! The f32 vectors stay in the memory map when the index is queried: only the candidates a
-//! search rescores are read, so the process holds the codes alone.
+//! A query reads the f32 vectors from the memory map, only those of the candidates it rescores;
+//! the pages that opening touched (the checksum reads every byte) are the kernel's page cache,
+//! which it reclaims under pressure, not the process's own memory.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,16 @@ use crate::vector_codes::{Codes, Quantize};
 
 pub const MAGIC: &[u8; 8] = b"ST5INDEX";
 const VERSION: u32 = 1;
+/// The widest vectors a header may declare: far above any sentence encoder's (sentence-t5-xxl:
+/// 768), and low enough that no size computed from it overflows before it is checked.
+const MAX_DIM: usize = 1 << 16;
+
+/// The version alone, read before the rest, so that a newer file is named as such instead of
+/// failing on a field this version does not know.
+#[derive(Deserialize)]
+struct Version {
+    version: u32,
+}
 
 /// What the header records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,12 +87,17 @@ pub fn write(
     texts: &[String],
     vectors: &[f32],
 ) -> Result<()> {
-    if dim == 0 || vectors.len() != texts.len() * dim {
-        return Err(Error::Invalid(format!(
+    let bad = |message: String| Error::Index { path: path.into(), message };
+    if dim == 0 || dim > MAX_DIM || vectors.len() != texts.len() * dim {
+        return Err(bad(format!(
             "{} vector values for {} texts of width {dim}",
             vectors.len(),
             texts.len()
         )));
+    }
+    // A NaN would be coded as 0 (int8) or poison a scale (binary): refused here, not at query time.
+    if let Some(i) = vectors.iter().position(|x| !x.is_finite()) {
+        return Err(bad(format!("vector {} has a non-finite value", i / dim)));
     }
     let texts_json = serde_json::to_vec(texts).expect("strings serialize");
     let header = IndexHeader {
@@ -116,7 +132,8 @@ pub fn write(
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(&tmp, e));
+        // Named as the file the user asked for: the temporary one is gone.
+        return Err(Error::io(path, e));
     }
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
@@ -162,16 +179,20 @@ impl IndexFile {
             .and_then(|n| n.checked_add(16))
             .filter(|&end| end <= bytes.len())
             .ok_or_else(|| bad("truncated: the header runs past the end".into()))?;
-        let header: IndexHeader = serde_json::from_slice(&bytes[16..header_end])
-            .map_err(|e| bad(format!("corrupt header: {e}")))?;
-        if header.version != VERSION {
-            return Err(bad(format!("version {} (this st5 reads {VERSION})", header.version)));
+        let head = &bytes[16..header_end];
+        let version: Version =
+            serde_json::from_slice(head).map_err(|e| bad(format!("corrupt header: {e}")))?;
+        if version.version != VERSION {
+            return Err(bad(format!("version {} (this st5 reads {VERSION})", version.version)));
         }
-        if header.dim == 0 {
-            return Err(bad("corrupt header: dim 0".into()));
+        let header: IndexHeader =
+            serde_json::from_slice(head).map_err(|e| bad(format!("corrupt header: {e}")))?;
+        if header.dim == 0 || header.dim > MAX_DIM {
+            return Err(bad(format!("corrupt header: dim {}", header.dim)));
         }
         let sections = header
             .sections(header_end - 16)
+            .filter(|s| s.end.checked_add(32).is_some())
             .ok_or_else(|| bad("corrupt header: sizes overflow".into()))?;
         let want = sections.end as u64 + 32;
         if bytes.len() as u64 != want {
@@ -205,15 +226,21 @@ impl IndexFile {
         le_values(&self.bytes[self.sections.vectors..self.sections.texts], f32::from_le_bytes)
     }
 
-    /// The f32 vectors of `ids`, row-major in that order (ids below `count`).
-    pub fn rows(&self, ids: &[u32]) -> Vec<f32> {
+    /// The f32 vectors of `ids`, row-major in that order; an id past `count` is an error.
+    pub fn rows(&self, ids: &[u32]) -> Result<Vec<f32>> {
         let row = 4 * self.header.dim;
         let mut out = Vec::with_capacity(ids.len() * self.header.dim);
         for &id in ids {
+            if id as usize >= self.header.count {
+                return Err(Error::Index {
+                    path: self.path.clone(),
+                    message: format!("no row {id} (the index holds {})", self.header.count),
+                });
+            }
             let at = self.sections.vectors + id as usize * row;
             out.extend(le_values(&self.bytes[at..at + row], f32::from_le_bytes));
         }
-        out
+        Ok(out)
     }
 
     /// The documents, in id order.
@@ -258,8 +285,24 @@ mod tests {
             assert_eq!((file.header.count, file.header.dim, file.header.quantize), (3, 5, q));
             assert_eq!(file.texts().unwrap(), texts);
             assert_eq!(file.vectors(), vectors);
-            assert_eq!(file.rows(&[2, 0]), [&vectors[10..15], &vectors[..5]].concat());
+            assert_eq!(file.rows(&[2, 0]).unwrap(), [&vectors[10..15], &vectors[..5]].concat());
+            assert!(file.rows(&[3]).unwrap_err().to_string().contains("no row 3"));
             assert_eq!(file.codes(), q.packing().map(|p| p.encode(5, &vectors)));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn non_finite_vectors_are_not_written() {
+        let dir = std::env::temp_dir().join(format!("st5-index-nan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("nan.st5index");
+        let texts = ["a", "b"].map(String::from);
+        for bad in [f32::NAN, f32::INFINITY] {
+            let err =
+                write(&path, Quantize::Binary, "fp", 2, &texts, &[1.0, 0.0, bad, 1.0]).unwrap_err();
+            assert!(err.to_string().contains("vector 1 has a non-finite value"), "{err}");
+            assert!(!path.exists());
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -275,7 +318,22 @@ mod tests {
         flipped[header_end + 9] ^= 1; // a code byte
         let mut header = good.clone();
         header[16] = b'['; // the header's opening brace
-        let cases: [(&str, Vec<u8>, &str); 6] = [
+        // A file of a header alone (count 0): what the header's own checks see.
+        let headed =
+            |json: &str| [&MAGIC[..], &(json.len() as u64).to_le_bytes(), json.as_bytes()].concat();
+        let head = |version: u32, dim: &str, texts: &str| {
+            format!(
+                r#"{{"version":{version},"dim":{dim},"count":0,"quantize":"int8","model":"fp","texts_bytes":{texts}}}"#
+            )
+        };
+        // texts_bytes that reach just below usize::MAX, so that the checksum's 32 bytes overflow.
+        let words = (16 + head(1, "5", &u64::MAX.to_string()).len()).next_multiple_of(8) as u64;
+        let overflow = headed(&head(1, "5", &(u64::MAX - words - 10).to_string()));
+        let newer = headed(&head(2, "5", "2").replace('}', r#","ann":{"m":16}}"#));
+        let cases: [(&str, Vec<u8>, &str); 9] = [
+            ("newer version", newer, "version 2 (this st5 reads 1)"),
+            ("huge dim", headed(&head(1, "1000000000000", "2")), "dim 1000000000000"),
+            ("overflowing sizes", overflow, "sizes overflow"),
             ("empty", vec![], "no ST5INDEX magic"),
             ("other magic", b"ST5IDX1\n-------".to_vec(), "no ST5INDEX magic"),
             ("header cut", good[..20].to_vec(), "header runs past the end"),

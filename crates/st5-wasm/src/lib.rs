@@ -430,15 +430,7 @@ impl Index {
     /// The `k` best of one query's candidate `ids` by their exact f32 vectors `rows` (row-major,
     /// in the order of `ids`): `{ ids, scores, k }`.
     pub fn rescore(query: &[f32], ids: &[u32], rows: &[f32], k: usize) -> Result<JsValue, JsValue> {
-        if rows.len() != ids.len() * query.len() {
-            return Err(invalid(&format!(
-                "rescore: {} row values for {} candidates of width {}",
-                rows.len(),
-                ids.len(),
-                query.len()
-            )));
-        }
-        let hits = st5_core::index::rescore(query, ids, rows, k);
+        let hits = st5_core::index::rescore(query, ids, rows, k).map_err(js_error)?;
         let kk = hits.len();
         hits_object(&[hits], kk)
     }
