@@ -116,11 +116,15 @@ export class SearchIndex {
    * Adds precomputed vectors (row-major) for `texts`, without embedding. Searchable at once;
    * the promise settles when a quantized index's rescoring copy is written.
    */
-  addVectors(texts, vectors) {
-    this.#index.add(vectors);
+  async addVectors(texts, vectors) {
+    // Added before the first await: searchable at once. Guarded, as `add` is: wasm memory running
+    // out (an f32 index of a million 384-wide vectors on the CPU) traps the module.
+    await guard('SearchIndex.addVectors', () => {
+      this.#index.add(vectors);
+      this.texts.push(...texts);
+    });
     this.#index.releaseMemory();
-    this.texts.push(...texts);
-    return Promise.resolve(this.#rows?.append(vectors));
+    await this.#rows?.append(vectors);
   }
 
   /** Restores saved codes and their f32 vectors (a quantized index's record). */
@@ -228,7 +232,7 @@ export class SearchIndex {
     const vectors = new Float32Array(record.vectors);
     if (this.#rows)
       await this.#addCodes(record.texts, new Int32Array(record.words), new Float32Array(record.scales), vectors);
-    else this.addVectors(record.texts, vectors);
+    else await this.addVectors(record.texts, vectors);
   }
 }
 

@@ -18,8 +18,9 @@
 import { closeSync, mkdtempSync, openSync, readSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { chromium } from 'playwright-core';
 import { DEMO_ROUTES } from '../../www/serve.mjs';
-import { launch, open, serve } from './harness.mjs';
+import { CHROMIUM_FLAGS, open, serve } from './harness.mjs';
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
@@ -65,8 +66,16 @@ function splitNpy(path) {
 
 const real = realPath && splitNpy(realPath);
 const server = await serve({ ...DEMO_ROUTES, ...(real && { '/bench/': real.dir }) });
-const browser = await launch();
-const { page } = await open(await browser.newContext(), `${server.url}/`);
+// A persistent profile, as a visitor's browser has: an incognito context's storage quota is a
+// fraction of memory, too small for a million rows in OPFS; a profile's is a share of the disk.
+const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir(), 'st5-bench-profile-')), {
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  args: CHROMIUM_FLAGS,
+});
+const { page } = await open(context, `${server.url}/`);
+const { quota } = await page.evaluate(() => navigator.storage.estimate());
+console.log(`storage quota of this origin: ${(quota / 2 ** 30).toFixed(1)} GiB\n`);
 
 /** Puts `n` documents and the queries in `window.bench`, with the JS loop's exact top-10 and times. */
 async function prepare(source, n, dim) {
@@ -82,8 +91,16 @@ async function prepare(source, n, dim) {
         }
         held = new Float32Array(await (await fetch('/bench/queries.f32')).arrayBuffer());
       } else {
+        // Gaussian directions (as `st5 index bench --random`), from mulberry32: a 32-bit
+        // generator in integer arithmetic (an LCG in doubles loses bits past 2^53 and repeats).
         let s = 42;
-        const rand = () => (s = (s * 1103515245 + 12345) % 2147483648) / 2147483648 - 0.5;
+        const uniform = () => {
+          s = (s + 0x6d2b79f5) | 0;
+          let t = Math.imul(s ^ (s >>> 15), 1 | s);
+          t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+          return (((t ^ (t >>> 14)) >>> 0) + 0.5) / 4294967296;
+        };
+        const rand = () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
         const unit = (out) => {
           for (let i = 0; i < out.length; i += dim) {
             let norm = 0;
@@ -231,5 +248,5 @@ for (const device of sentences ? devices : []) {
   );
 }
 
-await browser.close();
+await context.close();
 await server.close();
