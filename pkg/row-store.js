@@ -1,8 +1,9 @@
 // Where a quantized index keeps its f32 vectors for exact rescoring: only the candidates of a
 // search are read (k × oversample rows), so they need not be in the tab's memory.
 //
-// - 'opfs': a file in the Origin Private File System; a search reads its candidates with
-//   `File.slice`. The tab holds none of them. Each file is named per index object and held by a
+// - 'opfs': a file in the Origin Private File System, written and read by a dedicated worker
+//   (rows-worker.js) through a sync access handle; a search reads its candidates there in one
+//   message. The tab holds none of them. Each file is named per index object and held by a
 //   Web Lock while that object lives, so that files left by closed tabs are found (their lock is
 //   free) and removed the next time an index is created, and a live tab's file never is.
 // - 'memory': a Float32Array in the tab (4 bytes a dimension): fastest, for small corpora and
@@ -56,13 +57,12 @@ class MemoryRows {
 
 class OpfsRows {
   kind = 'opfs';
-  #dir;
+  #worker;
   #name;
-  #handle;
   #release;
   #bytes = 0;
-  // Appends run one after another, and reads wait for those before them.
-  #queue = Promise.resolve();
+  #calls = new Map();
+  #next = 0;
 
   static async create(dim) {
     const root = await navigator.storage.getDirectory();
@@ -70,11 +70,32 @@ class OpfsRows {
     await sweep(dir);
     const store = new OpfsRows();
     store.dim = dim;
-    store.#dir = dir;
     store.#name = `${Date.now().toString(36)}-${crypto.randomUUID()}.f32`;
     store.#release = await hold(`${DIR}/${store.#name}`);
-    store.#handle = await dir.getFileHandle(store.#name, { create: true });
+    // The file is read and written by rows-worker.js, which holds it with a sync access handle.
+    store.#worker = new Worker(new URL('./rows-worker.js', import.meta.url), { type: 'module' });
+    store.#worker.onmessage = ({ data }) => {
+      const call = store.#calls.get(data.id);
+      store.#calls.delete(data.id);
+      if (data.error === undefined) call.resolve(data.value);
+      else call.reject(new Error(data.error));
+    };
+    try {
+      await store.#call({ op: 'open', dir: DIR, name: store.#name });
+    } catch (e) {
+      store.dispose();
+      throw e;
+    }
     return store;
+  }
+
+  /** Runs `message` in the worker (after every earlier call); resolves to its value. */
+  #call(message, transfer = []) {
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      this.#calls.set(id, { resolve, reject });
+      this.#worker.postMessage({ ...message, id }, transfer);
+    });
   }
 
   get bytes() {
@@ -84,42 +105,28 @@ class OpfsRows {
   append(vectors) {
     const at = this.#bytes;
     this.#bytes += vectors.byteLength;
-    const run = this.#queue.then(async () => {
-      const w = await this.#handle.createWritable({ keepExistingData: true });
-      try {
-        await w.write({ type: 'write', position: at, data: vectors });
-      } finally {
-        await w.close();
-      }
-    });
-    this.#queue = run.catch(() => {});
-    return run;
+    const copy = vectors.slice(); // the caller keeps its array; the copy is moved, not cloned
+    return this.#call({ op: 'append', at, data: copy.buffer }, [copy.buffer]);
   }
 
   async rows(ids) {
-    await this.#queue;
-    const file = await this.#handle.getFile();
-    const row = this.dim * 4;
-    const out = new Float32Array(ids.length * this.dim);
-    await Promise.all(
-      Array.from(ids, async (id, i) => {
-        const bytes = await file.slice(id * row, (id + 1) * row).arrayBuffer();
-        if (bytes.byteLength !== row) throw new Error(`st5: the rescoring file lacks row ${id}`);
-        out.set(new Float32Array(bytes), i * this.dim);
-      }),
-    );
-    return out;
+    return new Float32Array(await this.#call({ op: 'rows', ids: Uint32Array.from(ids), row: this.dim * 4 }));
   }
 
   async all() {
-    await this.#queue;
-    return new Float32Array(await (await this.#handle.getFile()).arrayBuffer());
+    return new Float32Array(await this.#call({ op: 'all' }));
   }
 
   dispose() {
-    const { dir, name, release } = { dir: this.#dir, name: this.#name, release: this.#release };
-    this.#queue
-      .then(() => dir.removeEntry(name))
+    const { name, release } = { name: this.#name, release: this.#release };
+    // After the calls before it: close the handle, stop the worker, then remove the file.
+    this.#call({ op: 'close' })
+      .catch(() => {})
+      .then(async () => {
+        this.#worker.terminate();
+        const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle(DIR);
+        await dir.removeEntry(name);
+      })
       .catch(() => {})
       .finally(release);
   }

@@ -268,7 +268,18 @@ export async function createIndex(
       index.dispose();
       throw Object.assign(new Error(`st5: unknown rescore '${kind}' (expected opfs or memory)`), { code: 'invalid' });
     }
-    rows = await createRowStore(kind, model.dim);
+    try {
+      rows = await createRowStore(kind, model.dim);
+    } catch (e) {
+      // OPFS chosen by default but unusable here (no sync access handle in a worker, storage
+      // refused): rescoring from memory still answers. Asked for explicitly, it is an error.
+      if (rescore !== undefined) {
+        index.dispose();
+        throw e;
+      }
+      console.warn(`st5: OPFS unavailable for rescoring (${e.message}); keeping the vectors in memory`);
+      rows = await createRowStore('memory', model.dim);
+    }
   }
   return new SearchIndex(model, index, name, rows, oversample ?? index.defaultOversample);
 }
