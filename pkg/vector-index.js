@@ -15,6 +15,8 @@ const MAGIC = 'ST5IDX1\n';
 const corpusHash = (texts) => sha256(new TextEncoder().encode(texts.join('\u0000')));
 const bytesOf = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 const vectorHash = (vectors) => sha256(bytesOf(vectors));
+/** The checksum of a quantized index's codes: its words, then its scales. */
+const codesHash = async (words, scales) => sha256(new Uint8Array(await new Blob([words, scales]).arrayBuffer()));
 const QUANTIZE = ['none', 'int8', 'binary'];
 // Restores a checked record; a symbol, so that only this module's openIndex and importIndex call it.
 const RESTORE = Symbol('restore');
@@ -197,7 +199,7 @@ export class SearchIndex {
     if (this.#rows) {
       // The codes as searched, so that a restored index needs no re-encoding.
       const { words, scales } = await guard('SearchIndex.codes', () => this.#index.codes());
-      record.codesChecksum = await sha256(new Uint8Array(await new Blob([words, scales]).arrayBuffer()));
+      record.codesChecksum = await codesHash(words, scales);
       record.words = words.buffer;
       record.scales = scales.buffer;
     }
@@ -308,8 +310,7 @@ async function problem(record, model) {
     if (!(words instanceof ArrayBuffer) || !(scales instanceof ArrayBuffer)) return 'corrupt (its codes are missing)';
     if (words.byteLength !== n * Math.ceil(model.dim / perWord) * 4 || scales.byteLength !== n * 4)
       return 'corrupt (code sizes disagree)';
-    const codes = await sha256(new Uint8Array(await new Blob([words, scales]).arrayBuffer()));
-    if (codes !== record.codesChecksum) return 'corrupt (codes checksum mismatch)';
+    if ((await codesHash(words, scales)) !== record.codesChecksum) return 'corrupt (codes checksum mismatch)';
   }
   return null;
 }
@@ -366,13 +367,14 @@ export async function importIndex(model, blob, options = {}) {
   const n = Array.isArray(header?.texts) ? header.texts.length : 0;
   const vectorBytes = n * model.dim * 4;
   const quantized = header?.quantize && header.quantize !== 'none';
-  const wordBytes = quantized ? bytes.length - body - vectorBytes - n * 4 : 0;
+  // Whatever lies between the vectors and the scales; problem() checks its size.
+  const wordBytes = quantized ? Math.max(bytes.length - body - vectorBytes - n * 4, 0) : 0;
   const record = {
     ...header,
     vectors: bytes.slice(body, quantized ? body + vectorBytes : bytes.length).buffer,
     ...(quantized && {
-      words: bytes.slice(body + vectorBytes, body + vectorBytes + Math.max(wordBytes, 0)).buffer,
-      scales: bytes.slice(body + vectorBytes + Math.max(wordBytes, 0)).buffer,
+      words: bytes.slice(body + vectorBytes, body + vectorBytes + wordBytes).buffer,
+      scales: bytes.slice(body + vectorBytes + wordBytes).buffer,
     }),
   };
   const reason = await problem(record, model);

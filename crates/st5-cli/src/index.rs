@@ -29,7 +29,7 @@ pub enum IndexCommand {
         #[arg(long)]
         output: PathBuf,
         /// Searchable form: int8 (1 byte a dimension), binary (1 bit) or none (f32).
-        #[arg(long, default_value = "int8", value_parser = parse_quantize)]
+        #[arg(long, default_value = "int8", value_parser = crate::parse_name::<Quantize>)]
         quantize: Quantize,
     },
     /// Search an index file for a query (with the model that built it).
@@ -65,12 +65,12 @@ pub enum IndexCommand {
         #[arg(short = 'k', long, default_value_t = 10, value_parser = at_least_one())]
         k: usize,
         /// Modes to measure, comma-separated.
-        #[arg(long, default_value = "none,int8,binary", value_delimiter = ',', value_parser = parse_quantize)]
+        #[arg(long, default_value = "none,int8,binary", value_delimiter = ',', value_parser = crate::parse_name::<Quantize>)]
         modes: Vec<Quantize>,
         /// Candidates per result; each mode's default when absent.
         #[arg(long, value_parser = at_least_one())]
         oversample: Option<usize>,
-        #[arg(long, default_value = "cpu", value_parser = crate::parse_backend)]
+        #[arg(long, default_value = "cpu", value_parser = crate::parse_name::<Backend>)]
         device: Backend,
     },
 }
@@ -78,10 +78,6 @@ pub enum IndexCommand {
 /// A count that must be at least 1 (refused by clap, naming the flag).
 fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..)
-}
-
-fn parse_quantize(s: &str) -> Result<Quantize, String> {
-    s.parse().map_err(|e: st5_core::Error| e.to_string())
 }
 
 pub fn run(command: IndexCommand) -> Result<()> {

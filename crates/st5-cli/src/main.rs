@@ -98,7 +98,7 @@ enum Command {
         #[arg(long)]
         model: Option<PathBuf>,
         /// Storage dtype of the output: int8, f16 or f32.
-        #[arg(long, value_parser = parse_dtype)]
+        #[arg(long, value_parser = parse_name::<WeightDtype>)]
         dtype: WeightDtype,
         /// Output directory (replaced only once written completely).
         #[arg(long)]
@@ -140,10 +140,10 @@ struct ModelArgs {
     #[arg(long)]
     model: Option<PathBuf>,
     /// Pooling variant; defaults to the model's Pooling module (enc-mean for a plain T5 directory).
-    #[arg(long, value_parser = parse_variant)]
+    #[arg(long, value_parser = parse_name::<Variant>)]
     variant: Option<Variant>,
     /// Backend.
-    #[arg(long, default_value = "cpu", value_parser = parse_backend)]
+    #[arg(long, default_value = "cpu", value_parser = parse_name::<Backend>)]
     device: Backend,
     /// Texts per forward pass.
     #[arg(long, default_value_t = DEFAULT_BATCH_SIZE)]
@@ -160,15 +160,9 @@ struct ModelArgs {
     prompt: Option<PathBuf>,
 }
 
-fn parse_variant(s: &str) -> Result<Variant, String> {
-    s.parse().map_err(|e: st5_core::Error| e.to_string())
-}
-
-fn parse_dtype(s: &str) -> Result<WeightDtype, String> {
-    s.parse().map_err(|e: st5_core::Error| e.to_string())
-}
-
-fn parse_backend(s: &str) -> Result<Backend, String> {
+/// clap's parser for st5's closed sets (variant, dtype, backend, quantize): their own `FromStr`,
+/// whose error lists the accepted names.
+fn parse_name<T: std::str::FromStr<Err = st5_core::Error>>(s: &str) -> Result<T, String> {
     s.parse().map_err(|e: st5_core::Error| e.to_string())
 }
 
