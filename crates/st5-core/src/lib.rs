@@ -23,6 +23,7 @@ pub mod device;
 pub mod embedder;
 pub mod host;
 pub mod index;
+pub mod kernels;
 pub mod loader;
 pub mod model;
 pub mod save;

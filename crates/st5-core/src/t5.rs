@@ -11,9 +11,11 @@
 
 use burn::module::{Module, Param};
 use burn::tensor::activation::{gelu, gelu_approximate, relu, silu, softmax};
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use std::cell::OnceCell;
 
 use crate::config::{Activation, T5Config};
+use crate::kernels;
 use crate::names::block_layer;
 use crate::weights::{Init, VarBuilder};
 
@@ -60,12 +62,20 @@ impl T5LayerNorm {
         Self { weight: vb.get([d_model], "weight", Init::Ones), eps }
     }
 
-    /// `[batch, seq, d_model]` → same
+    /// `[batch, seq, d_model]` → same. One fused kernel on the GPU ([`kernels::rms_norm`]).
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let variance = x.clone().powi_scalar(2).mean_dim(2);
-        let d = self.weight.dims()[0];
-        x * (variance + self.eps).sqrt().recip() * self.weight.val().reshape([1, 1, d])
+        let weight = self.weight.val();
+        kernels::rms_norm(&x, &weight, self.eps)
+            .unwrap_or_else(|| rms_norm_reference(x, weight, self.eps))
     }
+}
+
+/// RMS norm as tensor operations, the reference for [`kernels::rms_norm`]: `x` `[batch, seq, d]`,
+/// `weight` `[d]` → `[batch, seq, d]`.
+pub fn rms_norm_reference(x: Tensor<3>, weight: Tensor<1>, eps: f64) -> Tensor<3> {
+    let variance = x.clone().powi_scalar(2).mean_dim(2);
+    let d = weight.dims()[0];
+    x * (variance + eps).sqrt().recip() * weight.reshape([1, 1, d])
 }
 
 /// The feed-forward block: `wo(act(wi x))`, or gated `wo(act(wi_0 x) * wi_1 x)`. Fields are
@@ -214,13 +224,9 @@ impl T5Attention {
         }
     }
 
-    /// The position bias `[1, heads, q_len, k_len]` for query positions `0..q_len` against key
-    /// positions `0..k_len`. Buckets are computed on the host (a few hundred integers) and gathered
-    /// from the table on the device.
-    pub fn compute_bias(&self, q_len: usize, k_len: usize) -> Tensor<4> {
-        let table =
-            self.relative_attention_bias.as_ref().expect("position bias is owned by block 0").val();
-        let device = table.device();
+    /// Each (query, key) pair's bucket `[q_len, k_len]` for query positions `0..q_len` against
+    /// key positions `0..k_len`: a few hundred integers, computed on the host.
+    pub fn buckets(&self, q_len: usize, k_len: usize, device: &Device) -> Tensor<2, Int> {
         let buckets: Vec<i32> = (0..q_len)
             .flat_map(|q| (0..k_len).map(move |k| (q, k)))
             .map(|(q, k)| {
@@ -232,32 +238,97 @@ impl T5Attention {
                 ) as i32
             })
             .collect();
-        let idx = Tensor::<1, Int>::from_data(TensorData::new(buckets, [q_len * k_len]), &device);
-        table
-            .select(0, idx)
-            .reshape([q_len, k_len, self.num_heads])
-            .permute([2, 0, 1])
-            .unsqueeze_dim(0)
+        Tensor::from_data(TensorData::new(buckets, [q_len, k_len]), device)
     }
 
-    /// `x`: `[batch, q_len, d_model]`; `kv`: `[batch, k_len, d_model]` (cross-attention) or `x`;
-    /// `bias`: position bias plus mask, broadcastable to `[batch, heads, q_len, k_len]`.
-    /// Returns `[batch, q_len, d_model]`.
-    pub fn forward(&self, x: Tensor<3>, kv: Option<Tensor<3>>, bias: Tensor<4>) -> Tensor<3> {
-        let [b, q_len, _] = x.dims();
+    /// `x`: `[batch, q_len, d_model]`; `kv`: `[batch, k_len, d_model]` (cross-attention) or `x`.
+    /// Returns `[batch, q_len, d_model]`. One fused kernel on the GPU ([`kernels::attention`]).
+    pub fn forward(&self, x: Tensor<3>, kv: Option<Tensor<3>>, bias: &AttentionBias) -> Tensor<3> {
         let kv = kv.unwrap_or_else(|| x.clone());
-        let k_len = kv.dims()[1];
-        let heads = |t: Tensor<3>, len: usize| {
-            t.reshape([b, len, self.num_heads, self.d_kv]).swap_dims(1, 2)
+        let (q, k, v) = (self.q.forward(x), self.k.forward(kv.clone()), self.v.forward(kv));
+        let masks = kernels::Masks {
+            position: bias.position.as_ref().map(|(table, buckets)| (table, buckets)),
+            keys: &bias.keys,
+            causal: bias.causal,
         };
-        let q = heads(self.q.forward(x), q_len);
-        let k = heads(self.k.forward(kv.clone()), k_len);
-        let v = heads(self.v.forward(kv), k_len);
-        // No 1/sqrt(d_kv): T5 folds it into the initialisation of q.
-        let scores = q.matmul(k.swap_dims(2, 3)) + bias;
-        let attn = softmax(scores, 3);
-        let out = attn.matmul(v).swap_dims(1, 2).reshape([b, q_len, self.num_heads * self.d_kv]);
+        let out = kernels::attention(&q, &k, &v, &masks, self.num_heads, self.d_kv)
+            .unwrap_or_else(|| attention_reference(q, k, v, bias, self.num_heads, self.d_kv));
         self.o.forward(out)
+    }
+}
+
+/// Attention as tensor operations, the reference for [`kernels::attention`]: `q` `[batch, q_len,
+/// heads · d_kv]`, `k`, `v` `[batch, k_len, heads · d_kv]` → `[batch, q_len, heads · d_kv]`.
+pub fn attention_reference(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    bias: &AttentionBias,
+    num_heads: usize,
+    d_kv: usize,
+) -> Tensor<3> {
+    let [b, q_len, _] = q.dims();
+    let k_len = k.dims()[1];
+    let heads = |t: Tensor<3>, len: usize| t.reshape([b, len, num_heads, d_kv]).swap_dims(1, 2);
+    let (q, k, v) = (heads(q, q_len), heads(k, k_len), heads(v, k_len));
+    // No 1/sqrt(d_kv): T5 folds it into the initialisation of q.
+    let scores = q.matmul(k.swap_dims(2, 3)) + bias.dense();
+    let attn = softmax(scores, 3);
+    attn.matmul(v).swap_dims(1, 2).reshape([b, q_len, num_heads * d_kv])
+}
+
+/// What an attention layer adds to its logits: T5's relative-position bias (block 0's table
+/// and each pair's bucket), the keys' padding mask and, in the decoder, the causal mask. Built
+/// once per stack and pass; the reference path materialises it once as `[batch|1, heads, q_len,
+/// k_len]` ([`dense`](Self::dense)), the fused kernel reads the parts.
+pub struct AttentionBias {
+    /// `[num_buckets, heads]` and `[q_len, k_len]`; `None` for cross-attention.
+    pub position: Option<(Tensor<2>, Tensor<2, Int>)>,
+    /// `[batch, k_len]`: 1.0 for a token, 0.0 for padding.
+    pub keys: Tensor<2>,
+    pub causal: bool,
+    dense: OnceCell<Tensor<4>>,
+}
+
+impl AttentionBias {
+    pub fn new(
+        position: Option<(Tensor<2>, Tensor<2, Int>)>,
+        keys: Tensor<2>,
+        causal: bool,
+    ) -> Self {
+        Self { position, keys, causal, dense: OnceCell::new() }
+    }
+
+    /// The whole bias `[batch|1, heads, q_len, k_len]`: table rows gathered by bucket, plus the
+    /// padding mask, plus (decoder) the causal mask.
+    pub fn dense(&self) -> Tensor<4> {
+        self.dense
+            .get_or_init(|| {
+                let mask = mask_bias(self.keys.clone());
+                match &self.position {
+                    Some((table, buckets)) => {
+                        let [q_len, k_len] = buckets.dims();
+                        let heads = table.dims()[1];
+                        let gathered = table
+                            .clone()
+                            .select(0, buckets.clone().reshape([q_len * k_len]))
+                            .reshape([q_len, k_len, heads])
+                            .permute([2, 0, 1])
+                            .unsqueeze_dim(0);
+                        let bias = gathered + mask;
+                        if !self.causal {
+                            return bias;
+                        }
+                        // Causal: position q sees keys 0..=q only.
+                        let future = Tensor::<2>::ones([q_len, k_len], &self.keys.device())
+                            .triu(1)
+                            .mul_scalar(MASKED);
+                        bias + future.unsqueeze_dims(&[0, 1])
+                    }
+                    None => mask,
+                }
+            })
+            .clone()
     }
 }
 
@@ -314,13 +385,13 @@ impl T5Block {
         }
     }
 
-    /// `x`: `[batch, seq, d_model]`; `self_bias`: `[batch|1, heads, seq, seq]`;
-    /// `cross`: the encoder output `[batch, src, d_model]` and its mask bias `[batch, 1, 1, src]`.
+    /// `x`: `[batch, seq, d_model]`; `cross`: the encoder output `[batch, src, d_model]` and
+    /// its bias (the source's padding mask).
     pub fn forward(
         &self,
         x: Tensor<3>,
-        self_bias: Tensor<4>,
-        cross: Option<(Tensor<3>, Tensor<4>)>,
+        self_bias: &AttentionBias,
+        cross: Option<(Tensor<3>, &AttentionBias)>,
     ) -> Tensor<3> {
         let sa = &self.self_attention;
         let x = x.clone() + sa.SelfAttention.forward(sa.layer_norm.forward(x), None, self_bias);
@@ -402,15 +473,18 @@ impl T5Stack {
         cross: Option<(Tensor<3>, Tensor<2>)>,
     ) -> Tensor<3> {
         let seq = x.dims()[1];
-        let mut bias =
-            self.block[0].self_attention.SelfAttention.compute_bias(seq, seq) + mask_bias(mask);
-        if self.is_decoder {
-            // Causal: position q sees keys 0..=q only.
-            let future = Tensor::<2>::ones([seq, seq], &x.device()).triu(1).mul_scalar(MASKED);
-            bias = bias + future.unsqueeze_dims(&[0, 1]);
-        }
-        let cross = cross.map(|(enc, enc_mask)| (enc, mask_bias(enc_mask)));
-        let x = self.block.iter().fold(x, |x, block| block.forward(x, bias.clone(), cross.clone()));
+        let attention = &self.block[0].self_attention.SelfAttention;
+        let table = attention
+            .relative_attention_bias
+            .as_ref()
+            .expect("position bias is owned by block 0")
+            .val();
+        let buckets = attention.buckets(seq, seq, &x.device());
+        let bias = AttentionBias::new(Some((table, buckets)), mask, self.is_decoder);
+        let cross = cross.map(|(enc, enc_mask)| (enc, AttentionBias::new(None, enc_mask, false)));
+        let x = self.block.iter().fold(x, |x, block| {
+            block.forward(x, &bias, cross.as_ref().map(|(enc, b)| (enc.clone(), b)))
+        });
         self.final_layer_norm.forward(x)
     }
 }
