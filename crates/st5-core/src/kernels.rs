@@ -3,29 +3,82 @@
 //! burn runs T5's RMS norm as 7 kernels (square, mean, add, sqrt, recip, two products) and
 //! self-attention as about 12 (head copies, two batched matmuls, bias and mask adds, softmax's
 //! max, sub, exp, sum and div). Each distinct kernel is a pipeline the browser compiles before
-//! the first vector, and each launch is a dispatch on every forward pass (issue 13). Here RMS norm
-//! is one kernel, and attention (scores, T5's bucketed position bias, the padding and causal masks,
-//! softmax and the weighted sum of values) is one kernel that reads the query, key and value
-//! projections in place, `[batch, seq, heads · d_kv]`, and writes the output in the layout the
-//! `o` projection reads.
+//! the first vector, and each launch is a dispatch on every forward pass (issue 13). Here each of
+//! these is one kernel:
+//! - RMS norm, mean pooling and L2 normalisation;
+//! - attention: scores, T5's bucketed position bias, the padding and causal masks, softmax and the
+//!   weighted sum of values, reading the query, key and value projections in place, `[batch,
+//!   seq, heads · d_kv]`, and writing the output in the layout the `o` projection reads;
+//! - the Linear layers' matrix product, register-tiled (see [`matmul`] for why).
 //!
-//! The tensor code in `t5.rs` stays the reference: it runs on the CPU (flex), under autodiff
-//! (the trainer) and for anything these kernels do not take (a dtype other than f32). Each
-//! function here returns `None` in those cases, and the unit tests below check the kernels
-//! against that reference on the GPU.
+//! st5-mini's forward pass on WebGPU went from 35 pipelines and 105 dispatches to 9 and 31.
+//!
+//! The tensor code in `t5.rs` and `model.rs` stays the reference: it runs on the CPU (flex),
+//! under autodiff (the trainer) and for anything these kernels do not take (a dtype other than
+//! f32). Each function here returns `None` in those cases, and the unit tests below check the
+//! kernels against that reference on the GPU.
 
 use burn::tensor::{DType, Int, Shape, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
-use cube::{attention_kernel, l2_normalize_kernel, mean_pool_kernel, rms_norm_kernel};
+use cube::{
+    attention_kernel, l2_normalize_kernel, matmul_kernel, mean_pool_kernel, rms_norm_kernel,
+};
 use cubecl::prelude::CubeCount;
 use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
 /// The kernels, in cubecl's dialect of Rust (its `Tensor` is a kernel argument, not burn's).
 mod cube {
     use cubecl::prelude::*;
+
+    /// One unit per 4 rows × one vector of `N` columns of `out = a · b`, accumulated in
+    /// registers over `k`: each `b` vector read serves 4 rows, each `a` value `N` columns.
+    /// `a`: `[m, k]`; `b`: `[k, n]`; `out`: `[m, n]`, row-major, `n` a multiple of `N`.
+    /// `units` = ⌈m / 4⌉ · `n_vec`. Rows past the edge are read clamped and not written.
+    #[cube(launch)]
+    pub fn matmul_kernel<N: Size>(
+        a: &Tensor<f32>,
+        b: &Tensor<Vector<f32, N>>,
+        out: &mut Tensor<Vector<f32, N>>,
+        units: usize,
+        m: usize,
+        k: usize,
+        n_vec: usize,
+    ) {
+        let unit = ABSOLUTE_POS;
+        if unit >= units {
+            terminate!();
+        }
+        let r0 = (unit / n_vec) * 4;
+        let c = unit % n_vec;
+        let a0 = r0 * k;
+        let a1 = min(r0 + 1, m - 1) * k;
+        let a2 = min(r0 + 2, m - 1) * k;
+        let a3 = min(r0 + 3, m - 1) * k;
+        let mut acc0 = Vector::<f32, N>::new(f32::new(0.0));
+        let mut acc1 = Vector::<f32, N>::new(f32::new(0.0));
+        let mut acc2 = Vector::<f32, N>::new(f32::new(0.0));
+        let mut acc3 = Vector::<f32, N>::new(f32::new(0.0));
+        for kk in 0..k {
+            let bv = b[kk * n_vec + c];
+            acc0 += bv * Vector::new(a[a0 + kk]);
+            acc1 += bv * Vector::new(a[a1 + kk]);
+            acc2 += bv * Vector::new(a[a2 + kk]);
+            acc3 += bv * Vector::new(a[a3 + kk]);
+        }
+        out[r0 * n_vec + c] = acc0;
+        if r0 + 1 < m {
+            out[(r0 + 1) * n_vec + c] = acc1;
+        }
+        if r0 + 2 < m {
+            out[(r0 + 2) * n_vec + c] = acc2;
+        }
+        if r0 + 3 < m {
+            out[(r0 + 3) * n_vec + c] = acc3;
+        }
+    }
 
     /// One unit per row: `out = x · (mean(x²) + eps)^-½ · weight`, in the reference's order.
     /// `x`, `out`: `[rows, d]`; `weight`: `[d]`.
@@ -229,6 +282,42 @@ pub fn rms_norm(x: &Tensor<3>, weight: &Tensor<1>, eps: f64) -> Option<Tensor<3>
     Some(Tensor::from_primitive::<CubeBackend>(out))
 }
 
+/// `x · w` for `x` `[..., k]` and `w` `[k, n]` → `[..., n]` (a Linear without bias), in one
+/// register-tiled kernel. `None` where the reference must run, or `n` is not a multiple of 4.
+///
+/// Why not burn's matmul: without autotune (which would compile and time every variant before the
+/// first vector) burn runs one general tiled kernel, which on SwiftShader took 6× as long as this
+/// one for st5-mini's shapes. Both read `b` in whole vectors and `a` as broadcasts.
+pub fn matmul<const D: usize>(x: &Tensor<D>, w: &Tensor<2>) -> Option<Tensor<D>> {
+    const VECTOR: usize = 4;
+    let [k, n] = w.dims();
+    let mut shape = x.dims();
+    let m = shape[..D - 1].iter().product::<usize>();
+    if m == 0 || k == 0 || n % VECTOR != 0 {
+        return None;
+    }
+    let (xc, wc) = (gpu_f32(x)?, gpu_f32(w)?);
+    shape[D - 1] = n;
+    let out =
+        empty_device_dtype(xc.client.clone(), xc.device.clone(), Shape::new(shape), DType::F32);
+    let units = m.div_ceil(4) * (n / VECTOR);
+    let (count, dim) = launch_shape(&xc, units);
+    matmul_kernel::launch(
+        &xc.client.clone(),
+        count,
+        dim,
+        VECTOR,
+        xc.into_tensor_arg(),
+        wc.into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        units,
+        m,
+        k,
+        n / VECTOR,
+    );
+    Some(Tensor::from_primitive::<CubeBackend>(out))
+}
+
 /// Mean pooling in one kernel: `x` `[batch, seq, d]`, `mask` `[batch, seq]` (1 token, 0
 /// padding) → `[batch, d]`. `None` where the reference must run (see the module docs).
 pub fn mean_pool(x: &Tensor<3>, mask: &Tensor<2>) -> Option<Tensor<2>> {
@@ -369,6 +458,32 @@ mod tests {
     fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         assert_eq!(a.len(), b.len());
         a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    }
+
+    /// Row counts that do and do not fill a 4-row tile, a vector of output columns, and widths the
+    /// kernel declines (not a multiple of 4).
+    #[test]
+    fn matmul_matches_the_reference() {
+        let Some(device) = gpu() else { return };
+        let mut rng = Rng::new(13);
+        for (m, k, n) in [(1, 1, 4), (5, 7, 8), (64, 384, 1024), (13, 33, 12), (3, 5, 6)] {
+            let x = random([m, k], &mut rng, &device);
+            let w = random([k, n], &mut rng, &device);
+            let reference = values(x.clone().matmul(w.clone()));
+            match matmul(&x, &w) {
+                Some(fused) => {
+                    let diff = max_diff(&values(fused), &reference);
+                    assert!(diff <= 1e-4, "[{m}, {k}] · [{k}, {n}]: {diff}");
+                }
+                None => assert!(n % 4 != 0, "[{m}, {k}] · [{k}, {n}] was declined"),
+            }
+        }
+        // A 3-D input is a batch of rows.
+        let x = random([2, 3, 8], &mut rng, &device);
+        let w = random([8, 4], &mut rng, &device);
+        let fused = values(matmul(&x, &w).expect("f32 on the GPU"));
+        let diff = max_diff(&fused, &values(x.matmul(w.unsqueeze_dim(0))));
+        assert!(diff <= 1e-5, "[2, 3, 8] · [8, 4]: {diff}");
     }
 
     #[test]
