@@ -96,12 +96,7 @@ mod cube {
             terminate!();
         }
         let base = row * d;
-        let mut sum = f32::new(0.0);
-        for i in 0..d {
-            let v = x[base + i];
-            sum += v * v;
-        }
-        let inv = (sum / f32::cast_from(d) + eps).sqrt().recip();
+        let inv = (sum_of_squares(x, base, d) / f32::cast_from(d) + eps).sqrt().recip();
         for i in 0..d {
             out[base + i] = x[base + i] * inv * weight[i];
         }
@@ -146,18 +141,57 @@ mod cube {
             terminate!();
         }
         let base = row * d;
-        let mut sum = f32::new(0.0);
-        for i in 0..d {
-            let v = x[base + i];
-            sum += v * v;
-        }
-        let mut norm = sum.sqrt();
+        let mut norm = sum_of_squares(x, base, d).sqrt();
         if norm < f32::new(1e-12) {
             norm = f32::new(1e-12);
         }
         for i in 0..d {
             out[base + i] = x[base + i] / norm;
         }
+    }
+
+    /// `Σ x[base + i]²` over `i < d`.
+    #[cube]
+    fn sum_of_squares(x: &Tensor<f32>, base: usize, d: usize) -> f32 {
+        let mut sum = f32::new(0.0);
+        for i in 0..d {
+            let v = x[base + i];
+            sum += v * v;
+        }
+        sum
+    }
+
+    /// One attention logit: the dot product of a query and a key row of `d_kv` values.
+    #[cube]
+    fn logit(
+        q: &Tensor<f32>,
+        k: &Tensor<f32>,
+        q_at: usize,
+        k_at: usize,
+        #[comptime] d_kv: usize,
+    ) -> f32 {
+        let mut s = f32::new(0.0);
+        for dd in 0..d_kv {
+            s += q[q_at + dd] * k[k_at + dd];
+        }
+        s
+    }
+
+    /// T5's position bias for one (query, key) pair and head: the table row of the pair's bucket.
+    #[cube]
+    fn bias(
+        table: &Tensor<f32>,
+        buckets: &Tensor<i32>,
+        pair: usize,
+        heads: usize,
+        h: usize,
+        #[comptime] position_bias: bool,
+    ) -> f32 {
+        let mut b = f32::new(0.0);
+        if position_bias {
+            b = table[usize::cast_from(buckets[pair]) * heads + h];
+        }
+        b
     }
 
     /// One unit per (batch, head, query): two passes over the keys (the maximum logit, then the
@@ -201,13 +235,8 @@ mod cube {
         for j in 0..k_len {
             let hidden = mask[b * k_len + j] == f32::new(0.0) || (causal && j > i);
             if !hidden {
-                let mut s = f32::new(0.0);
-                for dd in 0..d_kv {
-                    s += q[q_base + dd] * k[kv_base + j * inner + dd];
-                }
-                if position_bias {
-                    s += table[usize::cast_from(buckets[i * k_len + j]) * heads + h];
-                }
+                let s = logit(q, k, q_base, kv_base + j * inner, d_kv)
+                    + bias(table, buckets, i * k_len + j, heads, h, position_bias);
                 if s > max {
                     max = s;
                 }
@@ -222,13 +251,8 @@ mod cube {
         for j in 0..k_len {
             let hidden = mask[b * k_len + j] == f32::new(0.0) || (causal && j > i);
             if !hidden {
-                let mut s = f32::new(0.0);
-                for dd in 0..d_kv {
-                    s += q[q_base + dd] * k[kv_base + j * inner + dd];
-                }
-                if position_bias {
-                    s += table[usize::cast_from(buckets[i * k_len + j]) * heads + h];
-                }
+                let s = logit(q, k, q_base, kv_base + j * inner, d_kv)
+                    + bias(table, buckets, i * k_len + j, heads, h, position_bias);
                 let e = (s - max).exp();
                 sum += e;
                 for dd in 0..d_kv {
@@ -253,10 +277,18 @@ fn contiguous(t: CubeTensor) -> CubeTensor {
     if t.is_contiguous() { t } else { into_contiguous(t) }
 }
 
-/// One unit per row, in cubes of the device's preferred size.
-fn launch_shape(t: &CubeTensor, rows: usize) -> (CubeCount, CubeDim) {
-    let dim = CubeDim::new(&t.client, rows);
-    (calculate_cube_count_elemwise(&t.client, rows, dim), dim)
+/// An empty f32 output on `like`'s device, and the launch shape for `units` units (one unit per
+/// row, tile or element) in cubes of the device's preferred size.
+fn output<const D: usize>(
+    like: &CubeTensor,
+    shape: [usize; D],
+    units: usize,
+) -> (CubeTensor, CubeCount, CubeDim) {
+    let out =
+        empty_device_dtype(like.client.clone(), like.device.clone(), Shape::new(shape), DType::F32);
+    let units = units.max(1);
+    let dim = CubeDim::new(&like.client, units);
+    (out, calculate_cube_count_elemwise(&like.client, units, dim), dim)
 }
 
 /// T5's RMS norm in one kernel: `x` `[batch, seq, d]`, `weight` `[d]` → `[batch, seq, d]`.
@@ -265,9 +297,7 @@ pub fn rms_norm(x: &Tensor<3>, weight: &Tensor<1>, eps: f64) -> Option<Tensor<3>
     let (xc, wc) = (gpu_f32(x)?, gpu_f32(weight)?);
     let [b, s, d] = x.dims();
     let rows = b * s;
-    let out =
-        empty_device_dtype(xc.client.clone(), xc.device.clone(), Shape::new([b, s, d]), DType::F32);
-    let (count, dim) = launch_shape(&xc, rows.max(1));
+    let (out, count, dim) = output(&xc, [b, s, d], rows);
     rms_norm_kernel::launch(
         &xc.client.clone(),
         count,
@@ -298,10 +328,8 @@ pub fn matmul<const D: usize>(x: &Tensor<D>, w: &Tensor<2>) -> Option<Tensor<D>>
     }
     let (xc, wc) = (gpu_f32(x)?, gpu_f32(w)?);
     shape[D - 1] = n;
-    let out =
-        empty_device_dtype(xc.client.clone(), xc.device.clone(), Shape::new(shape), DType::F32);
     let units = m.div_ceil(4) * (n / VECTOR);
-    let (count, dim) = launch_shape(&xc, units);
+    let (out, count, dim) = output(&xc, shape, units);
     matmul_kernel::launch(
         &xc.client.clone(),
         count,
@@ -324,9 +352,7 @@ pub fn mean_pool(x: &Tensor<3>, mask: &Tensor<2>) -> Option<Tensor<2>> {
     let (xc, mc) = (gpu_f32(x)?, gpu_f32(mask)?);
     let [b, seq, d] = x.dims();
     let units = b * d;
-    let out =
-        empty_device_dtype(xc.client.clone(), xc.device.clone(), Shape::new([b, d]), DType::F32);
-    let (count, dim) = launch_shape(&xc, units.max(1));
+    let (out, count, dim) = output(&xc, [b, d], units);
     mean_pool_kernel::launch(
         &xc.client.clone(),
         count,
@@ -345,9 +371,7 @@ pub fn mean_pool(x: &Tensor<3>, mask: &Tensor<2>) -> Option<Tensor<2>> {
 pub fn l2_normalize(x: &Tensor<2>) -> Option<Tensor<2>> {
     let xc = gpu_f32(x)?;
     let [rows, d] = x.dims();
-    let out =
-        empty_device_dtype(xc.client.clone(), xc.device.clone(), Shape::new([rows, d]), DType::F32);
-    let (count, dim) = launch_shape(&xc, rows.max(1));
+    let (out, count, dim) = output(&xc, [rows, d], rows);
     l2_normalize_kernel::launch(
         &xc.client.clone(),
         count,
@@ -394,13 +418,7 @@ pub fn attention(
         None => (mc.clone(), contiguous(buckets_placeholder(&mc)?)),
     };
     let rows = b * heads * q_len;
-    let out = empty_device_dtype(
-        qc.client.clone(),
-        qc.device.clone(),
-        Shape::new([b, q_len, inner]),
-        DType::F32,
-    );
-    let (count, dim) = launch_shape(&qc, rows.max(1));
+    let (out, count, dim) = output(&qc, [b, q_len, inner], rows);
     attention_kernel::launch(
         &qc.client.clone(),
         count,
