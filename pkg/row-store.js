@@ -118,17 +118,16 @@ class OpfsRows {
   }
 
   dispose() {
-    const { name, release } = { name: this.#name, release: this.#release };
     // After the calls before it: close the handle, stop the worker, then remove the file.
     this.#call({ op: 'close' })
       .catch(() => {})
       .then(async () => {
         this.#worker.terminate();
         const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle(DIR);
-        await dir.removeEntry(name);
+        await dir.removeEntry(this.#name);
       })
       .catch(() => {})
-      .finally(release);
+      .finally(this.#release);
   }
 }
 

@@ -18,11 +18,13 @@
 //! f32). Each function here returns `None` in those cases, and the unit tests below check the
 //! kernels against that reference on the GPU.
 
-use burn::tensor::{DType, Int, Shape, Tensor};
+use burn::tensor::{DType, Shape, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
+
+use crate::t5::AttentionBias;
 use cube::{
     attention_kernel, l2_normalize_kernel, matmul_kernel, mean_pool_kernel, rms_norm_kernel,
 };
@@ -384,38 +386,31 @@ pub fn l2_normalize(x: &Tensor<2>) -> Option<Tensor<2>> {
     Some(Tensor::from_primitive::<CubeBackend>(out))
 }
 
-/// What one attention call adds to its logits, for [`attention`].
-pub struct Masks<'a> {
-    /// T5's relative-position bias: the table `[num_buckets, heads]` and each (query, key)
-    /// pair's bucket `[q_len, k_len]`; `None` for cross-attention.
-    pub position: Option<(&'a Tensor<2>, &'a Tensor<2, Int>)>,
-    /// `[batch, k_len]`: 1.0 for a token, 0.0 for padding.
-    pub keys: &'a Tensor<2>,
-    /// The decoder's: query `i` sees keys `0..=i` only.
-    pub causal: bool,
-}
-
 /// T5 attention in one kernel (no `1/sqrt(d_kv)` scaling): `q` `[batch, q_len, heads · d_kv]`,
-/// `k`, `v` `[batch, k_len, heads · d_kv]` → `[batch, q_len, heads · d_kv]`.
+/// `k`, `v` `[batch, k_len, heads · d_kv]` → `[batch, q_len, heads · d_kv]`, with `bias`'s parts
+/// (position table and buckets, key mask, causal flag) read in the kernel.
 /// `None` where the reference must run (see the module docs).
 pub fn attention(
     q: &Tensor<3>,
     k: &Tensor<3>,
     v: &Tensor<3>,
-    masks: &Masks,
+    bias: &AttentionBias,
     heads: usize,
     d_kv: usize,
 ) -> Option<Tensor<3>> {
-    let (qc, kc, vc, mc) = (gpu_f32(q)?, gpu_f32(k)?, gpu_f32(v)?, gpu_f32(masks.keys)?);
+    let (qc, kc, vc, mc) = (gpu_f32(q)?, gpu_f32(k)?, gpu_f32(v)?, gpu_f32(&bias.keys)?);
     let [b, q_len, inner] = q.dims();
     let k_len = k.dims()[1];
-    let (table, buckets) = match masks.position {
+    let (table, buckets) = match &bias.position {
         Some((table, buckets)) => {
             let buckets = contiguous(buckets.clone().try_into_primitive::<CubeBackend>().ok()?);
             (gpu_f32(table)?, (buckets.dtype == DType::I32).then_some(buckets)?)
         }
         // Unread (the kernel is compiled without the bias): any bound buffers do.
-        None => (mc.clone(), contiguous(buckets_placeholder(&mc)?)),
+        None => (
+            mc.clone(),
+            empty_device_dtype(mc.client.clone(), mc.device.clone(), Shape::new([1]), DType::I32),
+        ),
     };
     let rows = b * heads * q_len;
     let (out, count, dim) = output(&qc, [b, q_len, inner], rows);
@@ -435,23 +430,18 @@ pub fn attention(
         q_len,
         k_len,
         d_kv,
-        masks.position.is_some(),
-        masks.causal,
+        bias.position.is_some(),
+        bias.causal,
     );
     Some(Tensor::from_primitive::<CubeBackend>(out))
-}
-
-/// A one-element i32 tensor on `like`'s device, bound where the kernel reads no buckets.
-fn buckets_placeholder(like: &CubeTensor) -> Option<CubeTensor> {
-    Some(empty_device_dtype(like.client.clone(), like.device.clone(), Shape::new([1]), DType::I32))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::device::Backend;
-    use crate::t5::{AttentionBias, attention_reference, rms_norm_reference};
-    use burn::tensor::{Device, TensorData};
+    use crate::t5::{attention_reference, rms_norm_reference};
+    use burn::tensor::{Device, Int, TensorData};
     use st5_format::rng::Rng;
 
     /// The wgpu device (lavapipe in CI), or `None` when `ST5_SKIP_WGPU=1`, as the integration
@@ -582,12 +572,7 @@ mod tests {
                 (table, Tensor::<2, Int>::from_data(buckets, &device))
             });
             let bias = AttentionBias::new(position, keys, causal);
-            let masks = Masks {
-                position: bias.position.as_ref().map(|(t, b)| (t, b)),
-                keys: &bias.keys,
-                causal,
-            };
-            let fused = attention(&q, &k, &v, &masks, heads, d_kv).expect("f32 on the GPU");
+            let fused = attention(&q, &k, &v, &bias, heads, d_kv).expect("f32 on the GPU");
             let reference = attention_reference(q, k, v, &bias, heads, d_kv);
             let diff = max_diff(&values(fused), &values(reference));
             let case = format!("b {b}, q {q_len}, k {k_len}, heads {heads}, d_kv {d_kv}");

@@ -252,12 +252,7 @@ impl T5Attention {
     pub fn forward(&self, x: Tensor<3>, kv: Option<Tensor<3>>, bias: &AttentionBias) -> Tensor<3> {
         let kv = kv.unwrap_or_else(|| x.clone());
         let (q, k, v) = (self.q.forward(x), self.k.forward(kv.clone()), self.v.forward(kv));
-        let masks = kernels::Masks {
-            position: bias.position.as_ref().map(|(table, buckets)| (table, buckets)),
-            keys: &bias.keys,
-            causal: bias.causal,
-        };
-        let out = kernels::attention(&q, &k, &v, &masks, self.num_heads, self.d_kv)
+        let out = kernels::attention(&q, &k, &v, bias, self.num_heads, self.d_kv)
             .unwrap_or_else(|| attention_reference(q, k, v, bias, self.num_heads, self.d_kv));
         self.o.forward(out)
     }
