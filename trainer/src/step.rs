@@ -117,11 +117,12 @@ pub fn distill_gradients(
 
 /// The data-parallel contrastive step (dist.rs): `local` is this worker's contiguous slice of
 /// the global batch (`workers.size()` slices of `local.len()` pairs, in rank order). Its texts
-/// are embedded without a graph (in `chunk`s, or at once), all-gathered and put back by role
-/// (every worker's anchors, then positives, then negatives), so that the loss sees the whole
+/// are embedded (in `chunk`s without a graph, or at once with one), all-gathered and put back by
+/// role (every worker's anchors, then positives, then negatives), so that the loss sees the whole
 /// global batch with labels on the diagonal; the loss's gradient for this worker's own rows then
-/// flows back through its encoder as GradCache's second half does. The parameter gradients
-/// returned are this worker's share: their sum over workers is the global batch's gradient.
+/// flows back through its encoder: through the graph of that one forward pass, or as GradCache's
+/// second half does, chunk by chunk. The parameter gradients returned are this worker's share:
+/// their sum over workers is the global batch's gradient.
 pub fn gathered_gradients(
     model: &SentenceT5,
     local: &Batch,
@@ -134,17 +135,30 @@ pub fn gathered_gradients(
     let all = local.all();
     let (b, negatives) = (local.len(), !local.negatives.is_empty());
     let roles = if negatives { 3 } else { 2 };
-    let chunk = chunk.unwrap_or(all.len()).max(1);
-    let frozen = model.valid();
-    let mut mine = Vec::new();
-    for c in all.chunks(chunk) {
-        mine.extend(st5_core::host::to_host(embed_ids(&frozen, c, base).try_into_data())?);
-    }
-    let dim = mine.len() / all.len().max(1);
+    let chunk = chunk.filter(|&c| c < all.len()).map(|c| c.max(1));
     if local_negatives_only() {
         // The control run of tests/mpi.rs: each worker's loss over its own slice alone.
-        return Ok(gradients(model, local, loss, Some(chunk), base));
+        return Ok(gradients(model, local, loss, chunk, base));
     }
+    // Without chunks the one forward pass keeps its graph for the backward pass, so the texts
+    // are not embedded twice.
+    let (mine, graph) = match chunk {
+        None => {
+            let e = embed_ids(model, &all, device);
+            (st5_core::host::to_host(e.clone().inner().try_into_data())?, Some(e))
+        }
+        Some(c) => {
+            let frozen = model.valid();
+            let mut mine = Vec::new();
+            for piece in all.chunks(c) {
+                mine.extend(st5_core::host::to_host(
+                    embed_ids(&frozen, piece, base).try_into_data(),
+                )?);
+            }
+            (mine, None)
+        }
+    };
+    let dim = mine.len() / all.len().max(1);
     let gathered = workers.all_gather(&mine);
     // Worker r's rows are [anchors_r; positives_r; negatives_r]: reorder to
     // [anchors_0..; positives_0..; negatives_0..].
@@ -170,7 +184,11 @@ pub fn gathered_gradients(
         })
         .collect();
     let own = Tensor::cat(own, 0);
-    Ok((scalar(value), backprop_chunks(model, &all, &own, chunk, device)))
+    let grads = match graph {
+        Some(e) => GradientsParams::from_grads(e.mul(own.autodiff()).sum().backward(), model),
+        None => backprop_chunks(model, &all, &own, chunk.unwrap_or(all.len()), device),
+    };
+    Ok((scalar(value), grads))
 }
 
 /// `ST5_TRAINER_LOCAL_NEGATIVES=1`: a deliberately wrong data-parallel step, each worker's loss

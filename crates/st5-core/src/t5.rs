@@ -50,7 +50,19 @@ impl Linear {
         {
             return y;
         }
-        burn::tensor::module::linear(x, weight, self.bias.as_ref().map(Param::val))
+        // As one `[rows, d_in]` matrix (a view of a contiguous `x`): burn keeps a `[b, s, d]`
+        // input batched when `s` is a multiple of 32, i.e. b small gemms, and the backward
+        // pass then repacks the whole weight for each of them.
+        let mut dims = x.dims();
+        let [d_in, d_out] = weight.dims();
+        let rows = dims[..D - 1].iter().product::<usize>();
+        let y = burn::tensor::module::linear(
+            x.reshape([rows, d_in]),
+            weight,
+            self.bias.as_ref().map(Param::val),
+        );
+        dims[D - 1] = d_out;
+        y.reshape(dims)
     }
 }
 
