@@ -181,6 +181,12 @@ pub struct StageConfig {
     pub temperature: f32,
     #[serde(default)]
     pub symmetric: bool,
+    /// For `distill` stages: the weight of a pairwise-similarity term added to the MSE, the mean
+    /// squared difference between the student's and the teacher's in-batch cosine similarity
+    /// matrices (0, the default: MSE alone). One process only: under MPI each worker would see
+    /// only its slice's pairs, so a run with workers refuses it.
+    #[serde(default)]
+    pub relational: f32,
     /// `adafactor` (the paper's) or `adamw`.
     #[serde(default)]
     pub optimizer: OptimizerKind,
@@ -330,6 +336,11 @@ impl TrainConfig {
                 return Err(at("no [[stage.dataset]]"));
             }
             let distill = s.kind == StageKind::Distill;
+            if !(s.relational >= 0.0 && s.relational.is_finite())
+                || (s.relational > 0.0 && !distill)
+            {
+                return Err(at("relational is a non-negative weight, for distill stages only"));
+            }
             for d in &s.datasets {
                 let columns_ok = if distill {
                     d.columns.len() == 1 && d.targets.is_some()
@@ -476,6 +487,41 @@ mod tests {
             let err = toml::from_str::<TrainConfig>(&toml_text).unwrap_err().to_string();
             for w in words {
                 assert!(err.contains(w), "`{w}` not in: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn relational_is_a_distill_weight() {
+        let run = |kind: &str, weight: &str| {
+            let dataset =
+                if kind == "distill" { "columns = ['text']\ntargets = 't.npy'\n" } else { "" };
+            TrainConfig::parse(
+                &format!(
+                    "output = 'out'\n[model]\ninit = 'm'\n[[stage]]\nname = 's'\nbatch_size = 4\nsteps = 1\nkind = '{kind}'\nrelational = {weight}\n[[stage.dataset]]\npath = 'x.jsonl'\n{dataset}"
+                ),
+                Path::new("run.toml"),
+            )
+        };
+        // (stage kind, weight, accepted)
+        let cases = [
+            ("distill", "0.0", true),
+            ("distill", "2.5", true),
+            ("distill", "-1.0", false),
+            ("distill", "nan", false),
+            ("contrastive", "0.0", true),
+            ("contrastive", "1.0", false),
+        ];
+        for (kind, weight, ok) in cases {
+            match run(kind, weight) {
+                Ok(cfg) => {
+                    assert!(ok, "{kind} {weight} accepted");
+                    assert_eq!(cfg.stages[0].relational, weight.parse::<f32>().unwrap());
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(!ok && e.contains("relational") && e.contains("run.toml"), "{e}");
+                }
             }
         }
     }

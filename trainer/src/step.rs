@@ -12,6 +12,7 @@ use st5_core::SentenceT5;
 use st5_core::host::{embed_ids, scalar};
 
 use crate::loss::ContrastiveLoss;
+use st5_core::model::l2_normalize as unit;
 
 /// Token ids of one batch: `anchors[i]` pairs with `positives[i]`; `negatives` (empty, or one
 /// per pair) are the hard negatives, shared by the batch as extra columns.
@@ -98,11 +99,16 @@ fn backprop_chunks(
 
 /// Distillation (Reimers & Gurevych 2020, §3): the mean squared error between the model's
 /// embeddings of `texts` and the teacher's `targets` (`[texts.len(), dim]` row-major), and the
-/// gradients of every parameter.
+/// gradients of every parameter. `relational` > 0 adds that weight times the mean squared
+/// difference of the two `[b, b]` cosine-similarity matrices over the batch (similarity-preserving
+/// distillation, Tung & Mori 2019, <https://arxiv.org/abs/1907.09682>, eq. 4, on sentence
+/// embeddings): the student is taught the teacher's similarities, which STS scores, and not only
+/// its coordinates.
 pub fn distill_gradients(
     model: &SentenceT5,
     texts: &[Vec<u32>],
     targets: &[f32],
+    relational: f32,
     base: &Device,
 ) -> (f32, GradientsParams) {
     let device = &base.clone().autodiff();
@@ -110,9 +116,23 @@ pub fn distill_gradients(
     let emb = embed_ids(model, &seqs, device);
     let [b, dim] = emb.dims();
     let target = Tensor::<2>::from_data(TensorData::new(targets.to_vec(), [b, dim]), device);
-    let value = emb.sub(target).square().mean();
+    let mut value = emb.clone().sub(target.clone()).square().mean();
+    if relational > 0.0 {
+        value = value.add(similarity_gap(emb, target).mul_scalar(relational));
+    }
     let grads = GradientsParams::from_grads(value.backward(), model);
     (scalar(value), grads)
+}
+
+/// The mean squared difference between the cosine-similarity matrices `[b, b]` of `student`
+/// and `teacher` (`[b, dim]` each): 0 whenever the student's similarities are the teacher's,
+/// whatever its coordinates.
+fn similarity_gap(student: Tensor<2>, teacher: Tensor<2>) -> Tensor<1> {
+    let similarities = |x: Tensor<2>| {
+        let u = unit(x);
+        u.clone().matmul(u.transpose())
+    };
+    similarities(student).sub(similarities(teacher)).square().mean()
 }
 
 /// The data-parallel contrastive step (dist.rs): `local` is this worker's contiguous slice of
@@ -196,4 +216,30 @@ pub fn gathered_gradients(
 /// see a difference: proof that the parity test would notice a missing gather.
 fn local_negatives_only() -> bool {
     std::env::var_os("ST5_TRAINER_LOCAL_NEGATIVES").is_some_and(|v| v == "1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn similarity_gap_sees_similarities_not_coordinates() {
+        let device = Device::flex();
+        let t = |rows: [[f32; 2]; 2]| {
+            Tensor::<2>::from_data(TensorData::new(rows.concat(), [2, 2]), &device)
+        };
+        let teacher = [[1.0, 0.0], [0.0, 1.0]];
+        // (student, gap): same rows; the same rows rotated 90° and scaled, so that every
+        // coordinate differs but no similarity does; both rows one direction (cosine 1 where the
+        // teacher has 0, in 2 of the 4 entries: (1² + 1²) / 4).
+        let cases = [
+            ([[1.0, 0.0], [0.0, 1.0]], 0.0),
+            ([[0.0, 3.0], [-3.0, 0.0]], 0.0),
+            ([[1.0, 1.0], [2.0, 2.0]], 0.5),
+        ];
+        for (student, want) in cases {
+            let got = scalar(similarity_gap(t(student), t(teacher)));
+            assert!((got - want).abs() < 1e-6, "{student:?}: {got} vs {want}");
+        }
+    }
 }

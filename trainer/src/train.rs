@@ -449,6 +449,14 @@ impl Run {
                 None => Sampler::new(&datasets, self.cfg.seed.wrapping_add(si as u64)),
             };
             let n = self.workers.size();
+            if n > 1 && stage.relational > 0.0 {
+                return Err(Error::Workers {
+                    message: format!(
+                        "stage `{}`: `relational` needs the whole batch's similarities, which one worker's slice does not have; run it in one process",
+                        stage.name
+                    ),
+                });
+            }
             if !stage.batch_size.is_multiple_of(n) {
                 return Err(Error::Workers {
                     message: format!(
@@ -490,6 +498,7 @@ impl Run {
                         &self.model,
                         &self.tokenize(&anchors)?,
                         &rows,
+                        stage.relational,
                         &self.base,
                     );
                     // The global mean squared error is the mean of the workers' (equal) slices'.
