@@ -97,6 +97,29 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
+/// One process and `mpirun -np 2` (one thread each) on `tiny.toml` with `edits`, 3 steps per
+/// stage: the worst relative loss difference over every step and the worst weight difference.
+fn one_vs_two_workers(dir: &Path, edits: &[(&str, &str)]) -> (f64, f32) {
+    let one = config(&dir.join("one"), 3, edits);
+    let two = config(&dir.join("two"), 3, edits);
+    let single = Command::new(workspace_bin("trainer-mpi"))
+        .args(["train", "--config"])
+        .arg(&one)
+        .output()
+        .unwrap();
+    assert!(single.status.success(), "{}", String::from_utf8_lossy(&single.stderr));
+    let out = run(mpirun(2, &[two.as_os_str()], &[("RAYON_NUM_THREADS", "1")]));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 data-parallel workers"));
+    let (a, b) = (losses(&dir.join("one")), losses(&dir.join("two")));
+    assert_eq!(a.len(), 6);
+    let mut worst_loss = 0f64;
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((&x.0, &x.1), (&y.0, &y.1));
+        worst_loss = worst_loss.max((x.2 - y.2).abs() / x.2.abs().max(1.0));
+    }
+    (worst_loss, max_diff(&weights(&dir.join("one")), &weights(&dir.join("two"))))
+}
+
 /// Two workers with global batch 16 give the loss of one process with batch 16 at every step,
 /// and weights within 1e-6 after 3 Adafactor steps of each stage (QA with GradCache chunks, NLI
 /// with hard negatives); a control run whose workers see only their own slice's negatives
@@ -107,32 +130,14 @@ fn two_workers_train_as_one_process_with_the_global_batch() {
         return;
     }
     let dir = scratch_dir("mpi-parity");
-    let one = config(&dir.join("one"), 3, &[]);
-    let two = config(&dir.join("two"), 3, &[]);
+    let (worst_loss, weight_diff) = one_vs_two_workers(&dir, &[]);
     let control = config(&dir.join("control"), 3, &[]);
-    let single = Command::new(workspace_bin("trainer-mpi"))
-        .args(["train", "--config"])
-        .arg(&one)
-        .output()
-        .unwrap();
-    assert!(single.status.success(), "{}", String::from_utf8_lossy(&single.stderr));
-    let out = run(mpirun(2, &[two.as_os_str()], &[("RAYON_NUM_THREADS", "1")]));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("2 data-parallel workers"));
     run(mpirun(
         2,
         &[control.as_os_str()],
         &[("RAYON_NUM_THREADS", "1"), ("ST5_TRAINER_LOCAL_NEGATIVES", "1")],
     ));
-
-    let (a, b, c) =
-        (losses(&dir.join("one")), losses(&dir.join("two")), losses(&dir.join("control")));
-    assert_eq!(a.len(), 6);
-    let mut worst_loss = 0f64;
-    for (x, y) in a.iter().zip(&b) {
-        assert_eq!((&x.0, &x.1), (&y.0, &y.1));
-        worst_loss = worst_loss.max((x.2 - y.2).abs() / x.2.abs().max(1.0));
-    }
-    let weight_diff = max_diff(&weights(&dir.join("one")), &weights(&dir.join("two")));
+    let (a, c) = (losses(&dir.join("one")), losses(&dir.join("control")));
     let control_diff = max_diff(&weights(&dir.join("one")), &weights(&dir.join("control")));
     let control_loss = a.iter().zip(&c).map(|(x, y)| (x.2 - y.2).abs()).fold(0.0, f64::max);
     println!(
@@ -144,6 +149,21 @@ fn two_workers_train_as_one_process_with_the_global_batch() {
         control_loss > 1e-2 && control_diff > 1e-4,
         "the control run matched: the test cannot see a missing gather"
     );
+}
+
+/// GPU workers (`device = "wgpu"`, here on lavapipe's software Vulkan): two workers, each with
+/// its own device, train as one wgpu process does, within the CPU test's tolerances.
+#[test]
+fn two_wgpu_workers_train_as_one_wgpu_process() {
+    if skip() || st5_tests::wgpu_device().is_none() {
+        return;
+    }
+    let dir = scratch_dir("mpi-wgpu");
+    let (worst_loss, weight_diff) =
+        one_vs_two_workers(&dir, &[("device = \"cpu\"", "device = \"wgpu\"")]);
+    println!("2 wgpu workers vs 1: loss {worst_loss:.1e} relative, weights {weight_diff:.1e}");
+    assert!(worst_loss <= 1e-5, "losses differ by {worst_loss:e}");
+    assert!(weight_diff <= 1e-6, "weights differ by {weight_diff:e}");
 }
 
 /// A killed worker ends the job with an error and leaves the last checkpoint whole; `--resume`
