@@ -166,6 +166,32 @@ fn two_wgpu_workers_train_as_one_wgpu_process() {
     assert!(weight_diff <= 1e-6, "weights differ by {weight_diff:e}");
 }
 
+/// A distill stage with `relational` (the in-batch similarity term, which one worker's slice
+/// cannot compute) is refused under MPI before any stage trains, naming the stage.
+#[test]
+fn relational_distillation_is_refused_under_mpi() {
+    if skip() {
+        return;
+    }
+    let dir = scratch_dir("mpi-relational");
+    let cfg = config(
+        &dir,
+        3,
+        &[
+            ("symmetric = true", "kind = \"distill\"\nrelational = 0.1"),
+            (
+                "columns = [\"premise\", \"entailment\", \"contradiction\"]",
+                "columns = [\"premise\"]\ntargets = \"teacher.npy\"",
+            ),
+        ],
+    );
+    let out = mpirun(2, &[cfg.as_os_str()], &[("RAYON_NUM_THREADS", "1")]).output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a relational stage trained under MPI");
+    assert!(log.contains("stage `nli`") && log.contains("relational"), "{log}");
+    assert!(!dir.join("ck/latest").exists(), "a stage trained before the refusal");
+}
+
 /// A killed worker ends the job with an error and leaves the last checkpoint whole; `--resume`
 /// under mpirun then finishes with the weights of an uninterrupted 2-worker run. A worker given
 /// another config is refused at start.

@@ -10,9 +10,10 @@ use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Tensor, TensorData};
 use st5_core::SentenceT5;
 use st5_core::host::{embed_ids, scalar};
+// Rows scaled to unit length: the model's own normaliser, as in the contrastive loss.
+use st5_core::model::l2_normalize as unit;
 
 use crate::loss::ContrastiveLoss;
-use st5_core::model::l2_normalize as unit;
 
 /// Token ids of one batch: `anchors[i]` pairs with `positives[i]`; `negatives` (empty, or one
 /// per pair) are the hard negatives, shared by the batch as extra columns.

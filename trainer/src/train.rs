@@ -420,6 +420,15 @@ impl Run {
             ),
         };
         let stages = self.cfg.stages.clone();
+        // Refused before any stage trains, not when a later stage starts.
+        if let Some(s) = stages.iter().find(|s| s.relational > 0.0 && self.workers.size() > 1) {
+            return Err(Error::Workers {
+                message: format!(
+                    "stage `{}`: `relational` needs the whole batch's similarities, which one worker's slice does not have; run it in one process",
+                    s.name
+                ),
+            });
+        }
         for (si, stage) in stages.iter().enumerate().skip(state.stage) {
             let datasets: Vec<Dataset> = stage
                 .datasets
@@ -449,14 +458,6 @@ impl Run {
                 None => Sampler::new(&datasets, self.cfg.seed.wrapping_add(si as u64)),
             };
             let n = self.workers.size();
-            if n > 1 && stage.relational > 0.0 {
-                return Err(Error::Workers {
-                    message: format!(
-                        "stage `{}`: `relational` needs the whole batch's similarities, which one worker's slice does not have; run it in one process",
-                        stage.name
-                    ),
-                });
-            }
             if !stage.batch_size.is_multiple_of(n) {
                 return Err(Error::Workers {
                     message: format!(
