@@ -156,7 +156,8 @@ pub fn gathered_gradients(
     let all = local.all();
     let (b, negatives) = (local.len(), !local.negatives.is_empty());
     let roles = if negatives { 3 } else { 2 };
-    let chunk = chunk.filter(|&c| c < all.len()).map(|c| c.max(1));
+    // As in `gradients`: a chunk of the whole batch or more is no chunking.
+    let chunk = chunk.filter(|&c| c < all.len());
     if local_negatives_only() {
         // The control run of tests/mpi.rs: each worker's loss over its own slice alone.
         return Ok(gradients(model, local, loss, chunk, base));

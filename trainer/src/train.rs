@@ -421,7 +421,8 @@ impl Run {
         };
         let stages = self.cfg.stages.clone();
         // Refused before any stage trains, not when a later stage starts.
-        if let Some(s) = stages.iter().find(|s| s.relational > 0.0 && self.workers.size() > 1) {
+        let workers = self.workers.size();
+        if let Some(s) = stages.iter().find(|s| s.relational > 0.0 && workers > 1) {
             return Err(Error::Workers {
                 message: format!(
                     "stage `{}`: `relational` needs the whole batch's similarities, which one worker's slice does not have; run it in one process",
