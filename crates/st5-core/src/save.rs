@@ -236,9 +236,7 @@ pub fn save_sentence_transformers(
     write(
         &staging,
         "tokenizer_config.json",
-        &json_bytes(
-            json!({ "model_max_length": options.max_seq_length, "tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>" }),
-        ),
+        &json_bytes(tokenizer_config(options.tokenizer_json, options.max_seq_length)),
     )?;
     let pooling = match model.variant {
         Variant::EncDecFirst => {
@@ -290,6 +288,43 @@ pub fn save_sentence_transformers(
         write(&staging, rel, bytes)?;
     }
     replace_dir(&staging, dir)
+}
+
+/// `tokenizer_config.json` for the tokenizer in `tokenizer_json`, which is what transformers'
+/// `AutoTokenizer` reads first. T5's SentencePiece (Unigram) tokenizer gets T5's own class and
+/// special tokens, as Hugging Face's T5 directories have them. Any other tokenizer (a model
+/// trained on its teacher's WordPiece vocabulary, say) gets `PreTrainedTokenizerFast`, which
+/// runs `tokenizer.json` exactly as st5 does, with the pad token st5 pads with (id
+/// [`PAD_ID`](crate::tokenizer::PAD_ID)) and the model's unknown token: a T5 class there would
+/// not load in Python at all.
+fn tokenizer_config(tokenizer_json: &[u8], max_seq_length: usize) -> serde_json::Value {
+    let parsed: serde_json::Value = serde_json::from_slice(tokenizer_json).unwrap_or_default();
+    let model = &parsed["model"];
+    if model["type"].as_str().is_none_or(|t| t == "Unigram") {
+        return json!({ "model_max_length": max_seq_length, "tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>" });
+    }
+    let pad_id = u64::from(crate::tokenizer::PAD_ID);
+    let added = parsed["added_tokens"].as_array().into_iter().flatten();
+    let pad = added
+        .filter(|t| t["id"].as_u64() == Some(pad_id))
+        .find_map(|t| t["content"].as_str())
+        .or_else(|| {
+            // WordPiece and BPE vocabularies are `{piece: id}` maps.
+            model["vocab"]
+                .as_object()?
+                .iter()
+                .find(|(_, id)| id.as_u64() == Some(pad_id))
+                .map(|(p, _)| p.as_str())
+        });
+    let mut config =
+        json!({ "model_max_length": max_seq_length, "tokenizer_class": "PreTrainedTokenizerFast" });
+    if let Some(pad) = pad {
+        config["pad_token"] = json!(pad);
+    }
+    if let Some(unk) = model["unk_token"].as_str() {
+        config["unk_token"] = json!(unk);
+    }
+    config
 }
 
 /// Writes the model in `files` (any layout st5 loads: sentence-transformers or Hugging Face T5,
@@ -370,7 +405,34 @@ fn replace_dir(staging: &Path, dir: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::minify_json;
+    use super::{minify_json, tokenizer_config};
+    use serde_json::json;
+
+    #[test]
+    fn tokenizer_config_follows_the_tokenizer_model() {
+        let t5 = json!({ "model_max_length": 64, "tokenizer_class": "T5Tokenizer", "pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>" });
+        let cases = [
+            // T5's Unigram, and anything unreadable: T5's class, as before.
+            (json!({ "model": { "type": "Unigram", "vocab": [["<pad>", 0.0]] } }).to_string(), t5.clone()),
+            ("not json".to_string(), t5.clone()),
+            (json!({ "model": {} }).to_string(), t5),
+            // BERT's WordPiece: the pad token is the added token with id 0.
+            (
+                json!({ "added_tokens": [{ "id": 100, "content": "[UNK]" }, { "id": 0, "content": "[PAD]" }],
+                        "model": { "type": "WordPiece", "unk_token": "[UNK]", "vocab": { "[PAD]": 0, "a": 1 } } })
+                .to_string(),
+                json!({ "model_max_length": 64, "tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "[PAD]", "unk_token": "[UNK]" }),
+            ),
+            // No added tokens: id 0 in the vocabulary map; no unknown token named.
+            (
+                json!({ "model": { "type": "BPE", "vocab": { "x": 1, "<|pad|>": 0 } } }).to_string(),
+                json!({ "model_max_length": 64, "tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "<|pad|>" }),
+            ),
+        ];
+        for (tokenizer, want) in cases {
+            assert_eq!(tokenizer_config(tokenizer.as_bytes(), 64), want, "{tokenizer}");
+        }
+    }
 
     #[test]
     fn minify_keeps_strings_and_numbers_byte_for_byte() {
