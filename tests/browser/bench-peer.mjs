@@ -2,7 +2,7 @@
 // engine under transformers.js), in the same headless Chromium, on the same sentences and the
 // same model, one after the other: both at 1 thread and at all cores. Prints sentences/s, the
 // ratio st5 / onnxruntime-web, and the max abs difference between the two runtimes' embeddings
-// (and of each against sentence-transformers). For st5-mini it also prints st5's time to first
+// (and of each against sentence-transformers). For a shipped model it also prints st5's time to first
 // embedding on the CPU, cold (empty caches) and warm (model files from the Cache API).
 // `--webgpu N` adds both runtimes on WebGPU (SwiftShader here: a proxy, not a GPU figure) on N
 // sentences, with st5's compute pipelines, dispatches and read-backs counted per forward pass.
@@ -10,13 +10,20 @@
 // Setup (once; Python only here, never at run time; nothing is committed):
 //   /tmp/st5-ref/bin/python tests/reference/export_onnx.py --model /tmp/st5-bench-base --out /tmp/st5-peer/base --make-base
 //   /tmp/st5-ref/bin/python tests/reference/export_onnx.py --model models/st5-mini --out /tmp/st5-peer/st5-mini
+//   (an int8 model such as models/st5-small: export its f32 copy, `st5 quantize --dtype f32`, to
+//   /tmp/st5-peer/st5-small; st5 still loads the int8 directory under models/)
 //   bash pkg/build.sh && (cd tests/browser && npm ci)
+//   /tmp/st5-ref/bin/python tests/reference/export_onnx.py --teacher --q8 --out /tmp/st5-peer/teacher
+// `NAME@GRAPH` runs st5 on models/NAME beside onnxruntime-web on another model, PEER/GRAPH, with
+// that model's own token ids (e.g. st5-small@teacher/model_q8.onnx: the shipped models' teacher as
+// transformers.js ships it by default, int8). Such rows compare speed only: the embedding
+// differences of two different models are not printed.
 // Run:
-//   node tests/browser/bench-peer.mjs [--models base,st5-mini] [-n 512] [--batch 32] [--webgpu 32]
+//   node tests/browser/bench-peer.mjs [--models base,st5-mini,st5-small,st5-small@teacher/model_q8.onnx] [-n 512] [--batch 32] [--webgpu 32]
 //                                     [--flavor simd128|relaxed]
 
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { ROOT, installPackage, launch, open, serve, writeIndexPage } from './harness.mjs';
 import { ortDistDir, ortEmbed } from './peer-ort.mjs';
@@ -26,8 +33,9 @@ const arg = (name, dflt) => {
   return i > 0 ? process.argv[i + 1] : dflt;
 };
 const PEER = arg('--peer-dir', '/tmp/st5-peer');
-// name → the st5 model directory the ONNX graph in PEER/name was exported from.
-const MODELS = { base: arg('--base-dir', '/tmp/st5-bench-base'), 'st5-mini': join(ROOT, 'models/st5-mini') };
+// name → the st5 model directory the ONNX graph in PEER/name was exported from: `base`, or one
+// of the shipped models under models/.
+const modelDir = (name) => (name === 'base' ? arg('--base-dir', '/tmp/st5-bench-base') : join(ROOT, 'models', name));
 const names = arg('--models', 'base,st5-mini').split(',');
 const n = Number(arg('-n', 512));
 const batchSize = Number(arg('--batch', 32));
@@ -47,7 +55,7 @@ for (const f of ['st5_wasm_bg.wasm', 'st5_wasm_relaxed_bg.wasm']) {
   );
 }
 const routes = { '/': app, '/ort/': ortDistDir, '/peer/': PEER };
-for (const name of names) routes[`/model/${name}/`] = MODELS[name];
+for (const spec of names) routes[`/model/${spec.split('@')[0]}/`] = modelDir(spec.split('@')[0]);
 const server = await serve(routes);
 const browser = await launch();
 
@@ -111,7 +119,7 @@ async function st5Embed(name, sentences, options) {
 }
 
 /** onnxruntime-web in a fresh page, on the same length-sorted batches st5 plans. */
-async function ortRun(name, ids, options) {
+async function ortRun(graph, ids, options) {
   // st5 sorts texts by token count (longest first) before batching; the peer gets the same
   // batches, so both pad alike. Rows are put back in input order afterwards.
   const order = ids.map((_, i) => i).sort((a, b) => ids[b].length - ids[a].length || a - b);
@@ -122,7 +130,7 @@ async function ortRun(name, ids, options) {
       await ortEmbed(
         page,
         `${server.url}/ort/`,
-        `${server.url}/peer/${name}/model.onnx`,
+        `${server.url}/peer/${graph}`,
         order.map((i) => ids[i]),
         {
           batchSize,
@@ -180,27 +188,28 @@ const cores = await (async () => {
 })();
 
 const table = [];
-for (const name of names) {
-  const sentences = readFileSync(join(PEER, name, 'sentences.txt'), 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .slice(0, n);
-  const ids = JSON.parse(readFileSync(join(PEER, name, 'ids.json'), 'utf8')).slice(0, sentences.length);
-  const reference = JSON.parse(readFileSync(join(PEER, name, 'expected.json'), 'utf8'));
+for (const spec of names) {
+  const [name, graph = `${name}/model.onnx`] = spec.split('@');
+  const peerDir = join(PEER, dirname(graph));
+  const same = !spec.includes('@');
+  const diff = (a, b) => (same ? maxDiff(a, b) : '-');
+  const sentences = readFileSync(join(peerDir, 'sentences.txt'), 'utf8').split('\n').filter(Boolean).slice(0, n);
+  const ids = JSON.parse(readFileSync(join(peerDir, 'ids.json'), 'utf8')).slice(0, sentences.length);
+  const reference = JSON.parse(readFileSync(join(peerDir, 'expected.json'), 'utf8'));
   const ref = reference.embeddings.slice(0, sentences.length).flat();
   for (const threads of [1, cores]) {
     const ours = await st5Embed(name, sentences, { device: 'cpu', threads });
-    const peer = await ortRun(name, ids, { threads });
+    const peer = await ortRun(graph, ids, { threads });
     const row = {
-      model: name,
+      model: spec,
       threads: `${threads} (st5 ${ours.threads}, ort ${peer.threads})`,
       n: sentences.length,
       st5: ours.sentencesPerSec,
       ort: peer.sentencesPerSec,
       ratio: ours.sentencesPerSec / peer.sentencesPerSec,
-      'st5 vs ort': maxDiff(ours.flat, peer.flat),
-      'st5 vs ref': maxDiff(ours.flat, ref),
-      'ort vs ref': maxDiff(peer.flat, ref),
+      'st5 vs ort': diff(ours.flat, peer.flat),
+      'st5 vs ref': diff(ours.flat, ref),
+      'ort vs ref': diff(peer.flat, ref),
     };
     table.push(row);
     console.log(JSON.stringify(row));
@@ -208,19 +217,19 @@ for (const name of names) {
   if (webgpuN > 0) {
     const few = sentences.slice(0, webgpuN);
     const ours = await st5Embed(name, few, { device: 'webgpu' });
-    const peer = await ortRun(name, ids.slice(0, webgpuN), { ep: 'webgpu' });
+    const peer = await ortRun(graph, ids.slice(0, webgpuN), { ep: 'webgpu' });
     const forwards = Math.ceil(few.length / batchSize);
     const per = (k) => (ours.calls[k] / forwards).toFixed(1);
     const row = {
-      model: name,
+      model: spec,
       threads: 'webgpu',
       n: few.length,
       st5: ours.sentencesPerSec,
       ort: peer.sentencesPerSec,
       ratio: ours.sentencesPerSec / peer.sentencesPerSec,
-      'st5 vs ort': maxDiff(ours.flat, peer.flat),
-      'st5 vs ref': maxDiff(ours.flat, ref.slice(0, few.length * ours.dim)),
-      'ort vs ref': maxDiff(peer.flat, ref.slice(0, few.length * ours.dim)),
+      'st5 vs ort': diff(ours.flat, peer.flat),
+      'st5 vs ref': diff(ours.flat, ref.slice(0, few.length * ours.dim)),
+      'ort vs ref': diff(peer.flat, ref.slice(0, few.length * ours.dim)),
     };
     table.push(row);
     console.log(JSON.stringify(row));
@@ -229,7 +238,7 @@ for (const name of names) {
         `${per('reads')} read-backs (mapAsync), ${per('submits')} submits, ${per('pipelines')} new pipelines`,
     );
   }
-  if (name === 'st5-mini') {
+  if (name !== 'base' && same) {
     for (const device of webgpuN > 0 ? ['cpu', 'webgpu'] : ['cpu']) {
       const { cold, warm } = await firstEmbedding(name, device);
       console.log(

