@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-test.sh
-bash scripts/model-parts.sh join   # models/st5-mini/model.safetensors, committed in parts
+bash scripts/model-parts.sh join   # models/*/model.safetensors, committed in parts
 
 # Format and lints first: they take a minute, and a failure here is the cheapest to read.
 cargo fmt --all --check

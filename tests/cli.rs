@@ -142,12 +142,12 @@ fn search_ranks_an_exact_match_first() {
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "scores not descending: {out}");
 }
 
-/// `st5` without `--model` runs the copy of `models/st5-mini` compiled into it.
+/// `st5` without `--model` runs the copy of `models/st5-small` compiled into it.
 #[test]
 fn built_in_model_is_the_shipped_directory() {
     let text = b"A man is playing a guitar.\nWhere is Paris?\n\n";
     let built_in = run(&["embed"], text);
-    let shipped = run(&["embed", "--model", shipped_model().to_str().unwrap()], text);
+    let shipped = run(&["embed", "--model", default_model().to_str().unwrap()], text);
     assert!(built_in.status.success(), "{}", String::from_utf8_lossy(&built_in.stderr));
     assert!(shipped.status.success(), "{}", String::from_utf8_lossy(&shipped.stderr));
     assert_eq!(String::from_utf8_lossy(&built_in.stdout).lines().count(), 3);

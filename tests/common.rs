@@ -39,16 +39,26 @@ pub struct Expected {
     pub embeddings: Vec<(String, Vec<Vec<f32>>)>,
 }
 
-/// The shipped default model, `models/st5-mini`, which the CLI compiles in.
-pub fn shipped_model() -> PathBuf {
+/// The built-in default model, `models/st5-small` (the accurate one), which the CLI compiles in
+/// (`DEFAULT_MODEL_DIR` in `crates/st5-cli/build.rs`).
+pub fn default_model() -> PathBuf {
+    root().join("models/st5-small")
+}
+
+/// `models/st5-mini`, the fast model shipped beside the default.
+pub fn st5_mini() -> PathBuf {
     root().join("models/st5-mini")
 }
+
+/// The models under `models/`, each checked against `tests/fixtures/<name>-expected.json`
+/// (`make_fixtures.py --shipped`).
+pub const SHIPPED: [&str; 2] = ["st5-small", "st5-mini"];
 
 pub fn expected(model: &str) -> Expected {
     expected_file(&fixture(model).join("expected.json"))
 }
 
-/// An `expected.json`-shaped file anywhere (`st5-mini-expected.json` for the shipped model).
+/// An `expected.json`-shaped file anywhere (`<name>-expected.json` for a shipped model).
 pub fn expected_file(path: &Path) -> Expected {
     let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let strings = |v: &Value| {

@@ -1,6 +1,6 @@
 //! Golden parity against the Python reference (`tests/reference/make_fixtures.py`): token ids,
-//! embeddings for every fixture and variant, and for the shipped `models/st5-mini`
-//! (`st5-mini-expected.json`), on flex and wgpu (max abs error ≤ 1e-5), batch
+//! embeddings for every fixture and variant, and for the shipped `models/st5-small` and
+//! `models/st5-mini` (`<name>-expected.json`), on flex and wgpu (max abs error ≤ 1e-5), batch
 //! invariance, and the typed errors for broken model directories.
 
 use st5_core::tokenizer::T5Tokenizer;
@@ -40,16 +40,15 @@ fn tokenizer_ids_equal_transformers() {
     }
 }
 
-/// Every fixture and variant, and the shipped default model, against the reference on one
-/// device; returns the worst error.
+/// Every fixture and variant, and the shipped models, against the reference on one device;
+/// returns the worst error.
 fn check_parity(device: &Device, label: &str) -> f32 {
     let mut cases: Vec<_> =
         MODELS.iter().map(|m| (m.to_string(), fixture(m), expected(m))).collect();
-    cases.push((
-        "models/st5-mini".into(),
-        shipped_model(),
-        expected_file(&fixture("st5-mini-expected.json")),
-    ));
+    cases.extend(SHIPPED.iter().map(|m| {
+        let exp = expected_file(&fixture(&format!("{m}-expected.json")));
+        (format!("models/{m}"), root().join("models").join(m), exp)
+    }));
     let mut worst = 0.0f32;
     for (model, dir, exp) in cases {
         for (variant, want) in &exp.embeddings {

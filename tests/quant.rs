@@ -1,7 +1,8 @@
 //! int8 weights (`st5 quantize`, `st5_core::quant`): an int8 model equals its own dequantized
 //! f32 copy exactly, on flex and on wgpu; it stays within [`INT8_TOL`] of the f32 Python
 //! reference on the fixtures; int8 files are about a quarter of f32 and convert back to f16;
-//! STS-B test on st5-mini moves by at most 0.3 points; malformed int8 files name the tensor.
+//! STS-B test on st5-mini moves by at most 0.3 points; malformed int8 files name the tensor;
+//! the built-in default is int8 and its download stays within 25 MB.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -156,7 +157,7 @@ fn malformed_int8_names_the_tensor() {
     }
 }
 
-/// `st5 quantize` on the built-in model, then `st5 eval --tasks stsb` on both: the int8 model's
+/// `st5 quantize` on st5-mini (shipped in f16), then `st5 eval --tasks stsb` on both: the int8 model's
 /// STS-B test Spearman is within 0.3 points of the shipped f16 model's.
 #[test]
 fn int8_st5_mini_keeps_its_stsb_score() {
@@ -166,10 +167,19 @@ fn int8_st5_mini_keeps_its_stsb_score() {
         let o = Command::new(&st5).args(args).output().unwrap();
         assert!(o.status.success(), "st5 {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     };
-    run(&["quantize", "--dtype", "int8", "--output", out.to_str().unwrap()]);
+    let mini = st5_mini();
+    run(&[
+        "quantize",
+        "--model",
+        mini.to_str().unwrap(),
+        "--dtype",
+        "int8",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
     let data = shared_data();
     let mut scores = Vec::new();
-    for model in [shipped_model(), out.clone()] {
+    for model in [mini.clone(), out.clone()] {
         let json = scratch_dir("mini-eval").with_extension("json");
         let model_arg = model.to_str().unwrap().to_string();
         let data_arg = data.to_str().unwrap().to_string();
@@ -184,7 +194,32 @@ fn int8_st5_mini_keeps_its_stsb_score() {
     let (f16, int8) = (scores[0], scores[1]);
     eprintln!("STS-B test Spearman: f16 {f16:.2}, int8 {int8:.2}");
     assert!((f16 - int8).abs() <= 0.3, "f16 {f16:.3} vs int8 {int8:.3}");
-    let size = bytes(&out, "model.safetensors") as f64
-        / bytes(&shipped_model(), "model.safetensors") as f64;
+    let size = bytes(&out, "model.safetensors") as f64 / bytes(&mini, "model.safetensors") as f64;
     assert!(size < 0.55, "int8 weights are {size:.2} of f16's");
+}
+
+/// The built-in default ships in int8 and stays inside its budget: every file a browser fetches
+/// (all but the card and the committed parts) is at most 25 MB.
+#[test]
+fn the_default_model_is_int8_and_downloads_under_25_mb() {
+    fn walk(dir: &Path, total: &mut u64) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                walk(&path, total);
+            } else if name != "README.md" && !name.contains(".part") {
+                *total += std::fs::metadata(&path).unwrap().len();
+            }
+        }
+    }
+    let dir = default_model();
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["quantization_config"]["format"], "int-quantized", "{}", dir.display());
+    assert!(dir.join("model.safetensors").is_file(), "run scripts/model-parts.sh join first");
+    let mut total = 0;
+    walk(&dir, &mut total);
+    eprintln!("{}: {total} bytes to download", dir.display());
+    assert!(total <= 25_000_000, "{}: {total} bytes", dir.display());
 }

@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** The default model: st5-mini, the one `st5` has built in. */
-export const DEFAULT_MODEL = join(ROOT, 'models/st5-mini');
+/** The default model: st5-small (the accurate one), the one `st5` has built in. */
+export const DEFAULT_MODEL = join(ROOT, 'models/st5-small');
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8',

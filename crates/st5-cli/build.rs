@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 /// The built-in model, relative to the workspace root.
-const DEFAULT_MODEL_DIR: &str = "models/st5-mini";
+const DEFAULT_MODEL_DIR: &str = "models/st5-small";
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));

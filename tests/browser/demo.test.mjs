@@ -80,7 +80,7 @@ const failed = await runCases([
       const rank = hits.findIndex((h) => h.text === target);
       if (rank < 0 || rank > 2 || !(Math.abs(hits[0].score - 1) < 1e-4))
         throw new Error(`"${target}" at rank ${rank}: ${JSON.stringify(hits)}`);
-      // The default model (st5-mini) searches by meaning: a query in other words finds captions
+      // The default model (st5-small) searches by meaning: a query in other words finds captions
       // of the same scene.
       const query = 'someone riding the waves in the ocean';
       const meant = await search(query);

@@ -9,7 +9,7 @@
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -32,6 +32,8 @@ const CPU_TOL = 1e-5;
 // int8 weights on the tiny random fixture (tests/quant.rs states why): against the f32 reference.
 const INT8_TOL = 5e-2;
 const ST = 'st-enc-mean-relu';
+// The built-in default model (models/, served at /shipped/).
+const DEFAULT = 'st5-small';
 const HF = 'hf-t5-gated-bf16-sharded';
 
 const { app } = installPackage();
@@ -44,7 +46,7 @@ const quantize = (model, dtype, out) =>
 quantize(join(FIXTURES, ST), 'int8', 'int8');
 quantize(join(quantized, 'int8'), 'f32', 'dequantized');
 // Real vectors for the quantized index's recall: 20,000 documents and 200 held-out queries from
-// shared/data (scripts/index-corpus.sh), embedded natively by the built-in st5-mini.
+// shared/data (scripts/index-corpus.sh), embedded natively by st5-mini (the fast model).
 const recall = mkdtempSync(join(tmpdir(), 'st5-recall-'));
 const RECALL_DOCS = 20000;
 const RECALL_QUERIES = 200;
@@ -54,7 +56,15 @@ execFileSync('bash', [
   join(recall, 'corpus.txt'),
   process.env.ST5_DATA ?? join(ROOT, '../shared/data'),
 ]);
-execFileSync(st5, ['embed', '--input', join(recall, 'corpus.txt'), '--output', join(recall, 'vectors.npy')]);
+execFileSync(st5, [
+  'embed',
+  '--model',
+  join(ROOT, 'models/st5-mini'),
+  '--input',
+  join(recall, 'corpus.txt'),
+  '--output',
+  join(recall, 'vectors.npy'),
+]);
 // The Hugging Face fixtures hold no tokenizer; the real T5 one (in the ST fixture) is served in.
 const server = await serve(
   // A fake Hugging Face hub: `{hub}/{id}/resolve/{revision}/{file}`.
@@ -63,6 +73,7 @@ const server = await serve(
     '/models/': FIXTURES,
     '/quantized/': quantized,
     '/recall/': recall,
+    '/shipped/': join(ROOT, 'models'),
     '/hub/st5-test/tiny/resolve/main/': join(FIXTURES, ST),
   },
   { overlay: { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') } },
@@ -138,6 +149,25 @@ const failed = await runCases([
       const vsGpu = maxAbsDiff(r.rows, results.webgpu);
       if (!(err <= CPU_TOL && vsGpu <= TOL)) throw new Error(`max abs error ${err}, cpu vs webgpu ${vsGpu}`);
       return `max abs error ${err.toExponential(2)}, cpu vs webgpu ${vsGpu.toExponential(2)}`;
+    },
+  ],
+  [
+    // The built-in default (int8, on the teacher's WordPiece vocabulary) against sentence-transformers
+    // on the same weights dequantized in Python (make_fixtures.py --shipped), on both devices.
+    'shipped_default_model_matches_reference_on_cpu_and_webgpu',
+    async () => {
+      const want = JSON.parse(readFileSync(join(FIXTURES, `${DEFAULT}-expected.json`), 'utf8'));
+      const errs = [];
+      for (const [device, tol] of [
+        ['cpu', CPU_TOL],
+        ['webgpu', TOL],
+      ]) {
+        const r = await embedIn(page, { url: `/shipped/${DEFAULT}/`, options: { device }, texts: want.sentences });
+        const err = maxAbsDiff(r.rows, want.embeddings['enc-mean']);
+        if (r.device !== device || !(err <= tol)) throw new Error(`${device} (${r.device}): max abs error ${err}`);
+        errs.push(`${device} ${err.toExponential(2)}`);
+      }
+      return `${DEFAULT}: max abs error ${errs.join(', ')}`;
     },
   ],
   [

@@ -29,7 +29,7 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
     hubUrl: 'https://huggingface.co',
     onProgress: (e) => seen.push(e),
   };
-  const model = await load('/models/st5-mini/', options);
+  const model = await load('/models/st5-small/', options);
   const rows: Float32Array[] = await model.embed(['a', 'b']);
   const flat: Float32Array = await model.embedFlat(['a']);
   const plan: number[][] = model.planBatches(['a', 'b']);

@@ -3,7 +3,7 @@
 Run from the repository root (shared/ beside it):
     python3 -m venv /tmp/st5-ref && /tmp/st5-ref/bin/pip install -r tests/reference/requirements.txt
     /tmp/st5-ref/bin/python tests/reference/make_fixtures.py
-    /tmp/st5-ref/bin/python tests/reference/make_fixtures.py --shipped   # models/st5-mini only
+    /tmp/st5-ref/bin/python tests/reference/make_fixtures.py --shipped   # models/* only
 
 Every checkpoint is a small random T5 with the real 32,128-row vocabulary, so the real tokenizer
 (../shared/data/t5_tokenizer) drives it unchanged. Expected embeddings come from
@@ -15,16 +15,20 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer, models
 from transformers import T5Config, T5EncoderModel, T5ForConditionalGeneration, T5TokenizerFast
 
 ROOT = Path(__file__).resolve().parents[2]
 TOK_DIR = ROOT.parent / "shared" / "data" / "t5_tokenizer"
 OUT = ROOT / "tests" / "fixtures"
+# The models under models/ whose embeddings tests/parity.rs checks (`--shipped`).
+SHIPPED = ["st5-mini", "st5-small"]
 
 # Varied on purpose: empty, whitespace-only, non-ASCII (accents, CJK, emoji, RTL), digits,
 # punctuation runs, markup, a sentinel-looking token and one text longer than any max_seq_length.
@@ -163,20 +167,46 @@ def tokenizer_fixture():
     (OUT / "tokenizer_ids.json").write_text(json.dumps({"sentences": sentences, "ids": cases}, ensure_ascii=False))
 
 
-def shipped_model_fixture():
-    """The shipped default model, models/st5-mini, as sentence-transformers itself embeds it:
-    proves the directory the trainer wrote loads unchanged in Python and that Rust matches."""
-    st = SentenceTransformer(str(ROOT / "models" / "st5-mini"), device="cpu")
+def dequantized_copy(src, dst):
+    """An int8 model directory (compressed-tensors' int-quantized layout: I8 `X.weight` beside an
+    F32 `X.weight_scale` per row, as `st5 quantize` writes it) as plain f32, dequantized here
+    (q * scale) so that the reference does not rest on st5's own dequantization."""
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.part*"))
+    for f in dst.rglob("*.safetensors"):
+        tensors = load_file(str(f))
+        out = {k: v.float() * tensors[k + "_scale"].float() if k + "_scale" in tensors else v.float()
+               for k, v in tensors.items() if not k.endswith("_scale")}
+        save_file(out, str(f))
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.pop("quantization_config", None)
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dst
+
+
+def shipped_model_fixture(name):
+    """A shipped model, models/NAME, as sentence-transformers itself embeds it (an int8 one
+    dequantized in Python first): proves that the directory the trainer wrote loads in Python
+    and that Rust matches. Writes tests/fixtures/NAME-expected.json."""
+    src = ROOT / "models" / name
+    quantized = "quantization_config" in json.loads((src / "config.json").read_text())
+    path = dequantized_copy(src, Path(tempfile.mkdtemp()) / name) if quantized else src
+    # In f32 whatever config.json's dtype says: loading in f16 would round the dequantized weights.
+    st = SentenceTransformer(str(path), device="cpu", model_kwargs={"dtype": torch.float32})
     tok = st.tokenizer
     emb = st.encode(SENTENCES, batch_size=4, convert_to_numpy=True)
-    write_expected(OUT / "st5-mini-expected.json", SENTENCES, st.max_seq_length, {"enc-mean": emb},
+    write_expected(OUT / f"{name}-expected.json", SENTENCES, st.max_seq_length, {"enc-mean": emb},
                    ids_for(tok, SENTENCES, st.max_seq_length))
+    if quantized:
+        shutil.rmtree(path.parent)
 
 
 def main():
     torch.set_num_threads(2)
-    if sys.argv[1:] == ["--shipped"]:
-        return shipped_model_fixture()
+    if sys.argv[1:2] == ["--shipped"]:
+        for name in sys.argv[2:] or SHIPPED:
+            shipped_model_fixture(name)
+        return
     OUT.mkdir(parents=True, exist_ok=True)
     tokenizer_fixture()
     base = dict(vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.0)

@@ -15,5 +15,5 @@ resume=""
 [ -f target/prompt-banking77/run/latest/trainer_state.json ] && resume="--resume"
 "$bin/trainer" train --config trainer/recipes/prompt-banking77/prompt-banking77.toml $resume
 tasks=${TASKS:-banking77-dev,stsb-dev}
-"$bin/st5" eval --data "$DATA" --tasks "$tasks"
-"$bin/st5" eval --data "$DATA" --tasks "$tasks" --prompt target/prompt-banking77/banking77.safetensors
+"$bin/st5" eval --model models/st5-mini --data "$DATA" --tasks "$tasks"
+"$bin/st5" eval --model models/st5-mini --data "$DATA" --tasks "$tasks" --prompt target/prompt-banking77/banking77.safetensors
