@@ -16,6 +16,9 @@ declare -A RUNS=([config_json]=1500000 [model_files]=300000 [safetensors]=120000
 # Its own target folder: nightly artifacts never mix with the stable build's.
 export CARGO_TARGET_DIR="${ST5_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-target}-fuzz}"
 targets=$(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^st5-fuzz$')
+# cargo-fuzz has no --locked: check here that fuzz/Cargo.lock is current, so that a change of
+# dependencies fails here instead of resolving new versions on every fresh clone.
+cargo "+$NIGHTLY" metadata --locked --format-version 1 --manifest-path fuzz/Cargo.toml >/dev/null
 cargo "+$NIGHTLY" fuzz build --fuzz-dir fuzz -s none
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
