@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import {
   FIXTURES,
   ROOT,
@@ -25,6 +25,7 @@ import {
   softwareAdapter,
   writeIndexPage,
 } from './harness.mjs';
+import { DEFAULT_MODEL } from '../../www/serve.mjs';
 
 const TOL = 1e-4;
 // The CPU path, on one thread or a pool, within 1e-5 of the reference.
@@ -32,8 +33,8 @@ const CPU_TOL = 1e-5;
 // int8 weights on the tiny random fixture (tests/quant.rs states why): against the f32 reference.
 const INT8_TOL = 5e-2;
 const ST = 'st-enc-mean-relu';
-// The built-in default model (models/, served at /shipped/).
-const DEFAULT = 'st5-small';
+// The built-in default model (www/serve.mjs names it; served at /shipped/).
+const DEFAULT = basename(DEFAULT_MODEL);
 const HF = 'hf-t5-gated-bf16-sharded';
 
 const { app } = installPackage();
@@ -73,7 +74,7 @@ const server = await serve(
     '/models/': FIXTURES,
     '/quantized/': quantized,
     '/recall/': recall,
-    '/shipped/': join(ROOT, 'models'),
+    '/shipped/': DEFAULT_MODEL,
     '/hub/st5-test/tiny/resolve/main/': join(FIXTURES, ST),
   },
   { overlay: { [`/models/${HF}/tokenizer.json`]: join(FIXTURES, ST, 'tokenizer.json') } },
@@ -162,7 +163,7 @@ const failed = await runCases([
         ['cpu', CPU_TOL],
         ['webgpu', TOL],
       ]) {
-        const r = await embedIn(page, { url: `/shipped/${DEFAULT}/`, options: { device }, texts: want.sentences });
+        const r = await embedIn(page, { url: '/shipped/', options: { device }, texts: want.sentences });
         const err = maxAbsDiff(r.rows, want.embeddings['enc-mean']);
         if (r.device !== device || !(err <= tol)) throw new Error(`${device} (${r.device}): max abs error ${err}`);
         errs.push(`${device} ${err.toExponential(2)}`);

@@ -83,6 +83,14 @@ def batch(rows):
     return ids, mask
 
 
+def run_batches(sess, ids, size=32):
+    """Embeds all rows of ids with an onnxruntime session, in order, in padded batches of size."""
+    return np.concatenate([
+        sess.run(["sentence_embedding"], dict(zip(["input_ids", "attention_mask"], batch(ids[k : k + size]))))[0]
+        for k in range(0, len(ids), size)
+    ])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", help="a sentence-transformers directory")
@@ -158,11 +166,7 @@ def main():
           f"max abs diff {err:.2e}")
     if not err <= TOL:
         sys.exit(f"FAILED: max abs diff {err:.2e} > {TOL:g}")
-    outs = []
-    for k in range(0, len(ids), 32):
-        i, m = batch(ids[k : k + 32])
-        outs.append(sess.run(["sentence_embedding"], {"input_ids": i, "attention_mask": m})[0])
-    got = np.concatenate(outs)
+    got = run_batches(sess, ids)
     err_all = float(np.abs(got - ref).max())
     print(f"onnxruntime vs SentenceTransformer.encode ({len(ids)} sentences, batches of 32 in order): "
           f"max abs diff {err_all:.2e}")
@@ -173,10 +177,7 @@ def main():
 
         q8_path = out / "model_q8.onnx"
         quantize_dynamic(str(onnx_path), str(q8_path), weight_type=QuantType.QUInt8)
-        sess = ort.InferenceSession(str(q8_path), providers=["CPUExecutionProvider"])
-        got = np.concatenate([sess.run(["sentence_embedding"], dict(zip(["input_ids", "attention_mask"],
-                                                                        batch(ids[k : k + 32]))))[0]
-                              for k in range(0, len(ids), 32)])
+        got = run_batches(ort.InferenceSession(str(q8_path), providers=["CPUExecutionProvider"]), ids)
         print(f"wrote {q8_path} ({q8_path.stat().st_size / 1e6:.1f} MB); its embeddings vs f32: "
               f"max abs diff {float(np.abs(got - ref).max()):.2e} (quantization, not a check)")
 
