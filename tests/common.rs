@@ -28,8 +28,15 @@ pub fn tokenizer_json() -> PathBuf {
 }
 
 /// The model fixtures written by `tests/reference/make_fixtures.py`.
-pub const MODELS: [&str; 4] =
-    ["st-enc-mean-relu", "st-enc-first-gated-f16", "hf-t5-gated-bf16-sharded", "hf-t5-relu-f16"];
+pub const MODELS: [&str; 5] = [
+    "st-enc-mean-relu",
+    "st-enc-first-gated-f16",
+    "hf-t5-gated-bf16-sharded",
+    "hf-t5-relu-f16",
+    // relative_attention_max_distance 16 with 32 buckets: valid for the encoder, which
+    // transformers runs, though a causal decoder's bucketing would refuse it.
+    "st-enc-mean-short-distance",
+];
 
 /// `expected.json`: the sentences, their token ids and the reference embeddings per variant.
 pub struct Expected {

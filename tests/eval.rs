@@ -152,6 +152,34 @@ fn parsers_read_every_file_with_sources_md_counts() {
     }
 }
 
+/// SentGLUE reads `glue/` in the data directory by default: CoLA and RTE with SOURCES.md's row
+/// and label counts, the fields that begin with a quote kept as they are (split on tabs only),
+/// and the tasks without a train split skipped with the reason.
+#[test]
+fn sentglue_reads_the_glue_files_with_sources_md_counts() {
+    use st5_eval::tasks::Split;
+    let (tasks, skipped) = st5_eval::glue::sentglue_tasks(&shared_data(), None).unwrap();
+    let task = |name: &str| tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name}"));
+    let Split::TrainTest(train, dev) = &task("glue-cola").split else { panic!("cola split") };
+    let ones = |rows: &[data::Labeled]| rows.iter().filter(|r| r.label == 1).count();
+    assert_eq!((train.len(), ones(train), dev.len(), ones(dev)), (8551, 6023, 1043, 721));
+    assert_eq!(dev[0].text, "The sailors rode the breeze clear of the rocks.");
+    let Split::Pairs(train, dev) = &task("glue-rte").split else { panic!("rte split") };
+    let entailed = |rows: &[data::LabeledPair]| rows.iter().filter(|r| r.label == 1).count();
+    let quoted = |rows: &[data::LabeledPair]| {
+        rows.iter().filter(|r| r.a.starts_with('"') || r.b.starts_with('"')).count()
+    };
+    assert_eq!((train.len(), entailed(train), quoted(train)), (2490, 1249, 70));
+    assert_eq!((dev.len(), entailed(dev), quoted(dev)), (277, 146, 6));
+    let names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["glue-cola", "glue-sst2", "glue-mrpc", "glue-stsb", "glue-rte"]);
+    let why = |name: &str| &skipped.iter().find(|(n, _)| n == name).unwrap().1;
+    assert!(why("glue-qnli").contains("no train.tsv in") && !why("glue-qnli").contains("dev"));
+    for name in ["glue-qqp", "glue-mnli-m", "glue-mnli-mm"] {
+        assert!(why(name).contains("no train.tsv or dev"), "{name}: {}", why(name));
+    }
+}
+
 #[test]
 fn st5_eval_end_to_end_on_a_fixture_model() {
     let exe = std::env::current_exe().unwrap();
@@ -179,7 +207,9 @@ fn st5_eval_end_to_end_on_a_fixture_model() {
         "MRPC",
         "TREC",
         "GLUE-SST2",
-        "skipped glue-cola",
+        "GLUE-COLA",
+        "GLUE-RTE",
+        "skipped glue-qnli",
         "alignment",
         "sent-weat10",
         "exact (12870 partitions)",

@@ -4,6 +4,7 @@ Run from the repository root (shared/ beside it):
     python3 -m venv /tmp/st5-ref && /tmp/st5-ref/bin/pip install -r tests/reference/requirements.txt
     /tmp/st5-ref/bin/python tests/reference/make_fixtures.py
     /tmp/st5-ref/bin/python tests/reference/make_fixtures.py --shipped   # models/* only
+    /tmp/st5-ref/bin/python tests/reference/make_fixtures.py --only st-enc-mean-short-distance
 
 Every checkpoint is a small random T5 with the real 32,128-row vocabulary, so the real tokenizer
 (../shared/data/t5_tokenizer) drives it unchanged. Expected embeddings come from
@@ -208,28 +209,44 @@ def main():
             shipped_model_fixture(name)
         return
     OUT.mkdir(parents=True, exist_ok=True)
-    tokenizer_fixture()
     base = dict(vocab_size=32128, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, dropout_rate=0.0)
-    # ST5-Enc mean, T5 v1.0 style: relu FFN, tied embeddings, d_kv * heads == d_model, f32.
-    st_fixture("st-enc-mean-relu", dict(base, d_model=8, d_kv=2, d_ff=40, num_heads=4, num_layers=2,
-               feed_forward_proj="relu", relative_attention_num_buckets=32, relative_attention_max_distance=128),
-               seed=1, pooling="mean", dense_out=12, dense_bias=False, max_len=16, store_dtype=torch.float32,
-               keep_tokenizer=True)
-    # ST5-Enc first, T5 v1.1 style: gated-gelu, d_kv != d_model / heads, small buckets, f16 storage, Dense bias.
-    st_fixture("st-enc-first-gated-f16", dict(base, d_model=8, d_kv=6, d_ff=24, num_heads=3, num_layers=3,
-               feed_forward_proj="gated-gelu", tie_word_embeddings=False, relative_attention_num_buckets=8,
-               relative_attention_max_distance=20), seed=2, pooling="cls", dense_out=20, dense_bias=True,
-               max_len=32, store_dtype=torch.float16, keep_tokenizer=False)
-    # Full encoder-decoder (ST5-EncDec), mT5/T5 v1.1 style: gated-gelu, bf16, sharded safetensors.
-    hf_fixture("hf-t5-gated-bf16-sharded", dict(base, d_model=8, d_kv=8, d_ff=32, num_heads=2, num_layers=2,
-               num_decoder_layers=3, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
-               relative_attention_num_buckets=16, relative_attention_max_distance=64),
-               seed=3, store_dtype=torch.bfloat16, shard="300KB")
-    # Tied-embedding relu encoder-decoder (T5 v1.0), one f16 file: encdec-first on the v1.0 FFN.
-    hf_fixture("hf-t5-relu-f16", dict(base, d_model=16, d_kv=4, d_ff=32, num_heads=4, num_layers=2,
-               num_decoder_layers=2, feed_forward_proj="relu", relative_attention_num_buckets=32,
-               relative_attention_max_distance=128), seed=4, store_dtype=torch.float16, shard="50MB")
-
+    fixtures = {
+        "tokenizer_ids": tokenizer_fixture,
+        # ST5-Enc mean, T5 v1.0 style: relu FFN, tied embeddings, d_kv * heads == d_model, f32.
+        "st-enc-mean-relu": lambda: st_fixture(
+            "st-enc-mean-relu", dict(base, d_model=8, d_kv=2, d_ff=40, num_heads=4, num_layers=2,
+            feed_forward_proj="relu", relative_attention_num_buckets=32, relative_attention_max_distance=128),
+            seed=1, pooling="mean", dense_out=12, dense_bias=False, max_len=16, store_dtype=torch.float32,
+            keep_tokenizer=True),
+        # ST5-Enc first, T5 v1.1 style: gated-gelu, d_kv != d_model / heads, small buckets, f16 storage, Dense bias.
+        "st-enc-first-gated-f16": lambda: st_fixture(
+            "st-enc-first-gated-f16", dict(base, d_model=8, d_kv=6, d_ff=24, num_heads=3, num_layers=3,
+            feed_forward_proj="gated-gelu", tie_word_embeddings=False, relative_attention_num_buckets=8,
+            relative_attention_max_distance=20), seed=2, pooling="cls", dense_out=20, dense_bias=True,
+            max_len=32, store_dtype=torch.float16, keep_tokenizer=False),
+        # Full encoder-decoder (ST5-EncDec), mT5/T5 v1.1 style: gated-gelu, bf16, sharded safetensors.
+        "hf-t5-gated-bf16-sharded": lambda: hf_fixture(
+            "hf-t5-gated-bf16-sharded", dict(base, d_model=8, d_kv=8, d_ff=32, num_heads=2, num_layers=2,
+            num_decoder_layers=3, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+            relative_attention_num_buckets=16, relative_attention_max_distance=64),
+            seed=3, store_dtype=torch.bfloat16, shard="300KB"),
+        # Tied-embedding relu encoder-decoder (T5 v1.0), one f16 file: encdec-first on the v1.0 FFN.
+        "hf-t5-relu-f16": lambda: hf_fixture(
+            "hf-t5-relu-f16", dict(base, d_model=16, d_kv=4, d_ff=32, num_heads=4, num_layers=2,
+            num_decoder_layers=2, feed_forward_proj="relu", relative_attention_num_buckets=32,
+            relative_attention_max_distance=128), seed=4, store_dtype=torch.float16, shard="50MB"),
+        # A max_distance at the encoder's limit: 16 buckets per direction, 8 exact, log-spaced up to
+        # 16 < num_buckets / 2. transformers runs it (the causal decoder's rule would refuse it);
+        # max_len 64 takes relative positions well past max_distance, into the clamped bucket.
+        "st-enc-mean-short-distance": lambda: st_fixture(
+            "st-enc-mean-short-distance", dict(base, d_model=8, d_kv=4, d_ff=16, num_heads=2, num_layers=2,
+            feed_forward_proj="relu", relative_attention_num_buckets=32, relative_attention_max_distance=16),
+            seed=5, pooling="mean", dense_out=8, dense_bias=False, max_len=64, store_dtype=torch.float32,
+            keep_tokenizer=False),
+    }
+    only = sys.argv[2:] if sys.argv[1:2] == ["--only"] else list(fixtures)
+    for name in only:
+        fixtures[name]()
 
 if __name__ == "__main__":
     main()

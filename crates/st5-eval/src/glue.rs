@@ -1,7 +1,10 @@
 //! SentGLUE (Ni et al. 2021, §5.3): the GLUE tasks, each as a classifier on frozen sentence
 //! embeddings (pair tasks on [u, v, |u−v|, u*v]), scored on the GLUE dev split.
-//! `shared/data` holds SST-2, MRPC and STS-B; the rest are read from a user-supplied GLUE
-//! directory (`--glue-dir`, the standard `TASK/{train,dev}.tsv` layout) or skipped by name.
+//! GLUE's own TSVs (the standard `TASK/{train,dev}.tsv` layout) are read from `--glue-dir`, by
+//! default `glue/` in the data directory, which holds CoLA and RTE (train and dev) and QNLI (dev
+//! only). SST-2, MRPC and STS-B fall back to the data directory's SentEval copies. A task with no
+//! train and dev file is skipped by name, with the reason. CoLA is scored by Matthews
+//! correlation, as GLUE scores it.
 
 use std::path::Path;
 
@@ -127,6 +130,8 @@ pub fn sentglue_tasks(
     data: &Path,
     glue_dir: Option<&Path>,
 ) -> Result<(Vec<ClassifyTask>, Vec<(String, String)>)> {
+    let default_dir = data.join("glue");
+    let glue_dir = glue_dir.or(Some(default_dir.as_path()).filter(|d| d.is_dir()));
     let mut tasks = Vec::new();
     let mut skipped = Vec::new();
     for (task, folder, dev) in GLUE_TASKS {
@@ -159,11 +164,15 @@ pub fn sentglue_tasks(
             ),
             _ => {
                 let why = match glue_dir {
-                    Some(g) => format!("no {}/{folder}/train.tsv and {dev}", g.display()),
-                    None => {
-                        "not in shared/data (no training split); pass --glue-dir with GLUE's TSVs"
-                            .into()
+                    Some(g) => {
+                        let dir = g.join(folder);
+                        let missing: Vec<&str> = ["train.tsv", dev]
+                            .into_iter()
+                            .filter(|f| !dir.join(f).is_file())
+                            .collect();
+                        format!("no {} in {}", missing.join(" or "), dir.display())
                     }
+                    None => "no GLUE directory (pass --glue-dir with GLUE's TSVs)".into(),
                 };
                 skipped.push((name, why));
                 continue;

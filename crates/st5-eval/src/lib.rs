@@ -240,9 +240,10 @@ impl Report {
             let mut head: Vec<String> = rs.iter().map(|r| r.name.to_uppercase()).collect();
             let mut vals: Vec<String> = rs
                 .iter()
-                .map(|r| match r.f1 {
-                    Some(f) => format!("{:.2} / {f:.2}", r.accuracy),
-                    None => format!("{:.2}", r.accuracy),
+                .map(|r| match (r.f1, r.matthews) {
+                    (Some(f), _) => format!("{:.2} / {f:.2}", r.accuracy),
+                    (None, Some(m)) => format!("{:.2} / {m:.2}", r.accuracy),
+                    _ => format!("{:.2}", r.accuracy),
                 })
                 .collect();
             if let Some(a) = avg {
@@ -263,7 +264,7 @@ impl Report {
         }
         if !self.sentglue.is_empty() || !self.sentglue_skipped.is_empty() {
             out += &classify(
-                "SentGLUE (dev accuracy ×100; MRPC accuracy / F1; STS-B Spearman ×100)",
+                "SentGLUE (dev accuracy ×100; MRPC accuracy / F1; CoLA and SST-2 accuracy / Matthews correlation ×100; STS-B Spearman ×100)",
                 &self.sentglue,
                 None,
             );

@@ -299,9 +299,40 @@ pub fn f1(pred: &[usize], gold: &[usize]) -> f64 {
     if tp == 0.0 { 0.0 } else { 2.0 * tp / (2.0 * tp + fp + fneg) }
 }
 
+/// Matthews correlation coefficient of binary predictions (label 1 positive), as GLUE scores
+/// CoLA: (tp·tn − fp·fn) / √((tp+fp)(tp+fn)(tn+fp)(tn+fn)), and 0 when a factor is zero
+/// (scikit-learn's `matthews_corrcoef` convention).
+pub fn matthews(pred: &[usize], gold: &[usize]) -> f64 {
+    let count = |p: usize, g: usize| {
+        pred.iter().zip(gold).filter(|&(&a, &b)| a == p && b == g).count() as f64
+    };
+    let (tp, tn, fp, fneg) = (count(1, 1), count(0, 0), count(1, 0), count(0, 1));
+    let denom = ((tp + fp) * (tp + fneg) * (tn + fp) * (tn + fneg)).sqrt();
+    if denom == 0.0 { 0.0 } else { (tp * tn - fp * fneg) / denom }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Matthews correlation on small tables, against values from its definition (and
+    /// scikit-learn's `matthews_corrcoef` on the same lists).
+    #[test]
+    fn matthews_correlation_table() {
+        let cases: [(&[usize], &[usize], f64); 5] = [
+            (&[1, 0, 1, 0], &[1, 0, 1, 0], 1.0),
+            (&[0, 1, 0, 1], &[1, 0, 1, 0], -1.0),
+            // tp 2, tn 1, fp 1, fn 0: (2 − 0) / √(3·2·2·1)
+            (&[1, 1, 1, 0], &[1, 1, 0, 0], 2.0 / 12f64.sqrt()),
+            // One predicted class only: a zero factor, scored 0.
+            (&[1, 1, 1, 1], &[1, 0, 1, 0], 0.0),
+            (&[], &[], 0.0),
+        ];
+        for (pred, gold, want) in cases {
+            let got = matthews(pred, gold);
+            assert!((got - want).abs() < 1e-12, "{pred:?} vs {gold:?}: {got} != {want}");
+        }
+    }
 
     /// The gradient matches central differences, binary and multinomial. Scores are computed in
     /// f32, so the step is 1e-3 and the tolerance 1e-4 (f32 rounding over the step).

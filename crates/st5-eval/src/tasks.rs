@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::cv::{fit_with_dev, fit_with_inner_cv, stratified_folds, subset};
 use crate::data::{self, Labeled, LabeledPair, ScoredPair};
 use crate::error::{EvalError, Result};
-use crate::logreg::{Dataset, Solver, accuracy, f1};
+use crate::logreg::{Dataset, Solver, accuracy, f1, matthews};
 use crate::stats::spearman;
 
 /// Looks up the embedding of a text (every text of a task is embedded before scoring).
@@ -146,6 +146,9 @@ pub struct ClassifyResult {
     pub accuracy: f64,
     /// F1 ×100 of the positive class (pair tasks).
     pub f1: Option<f64>,
+    /// Matthews correlation ×100 (binary single-sentence tasks with a train / test split, such
+    /// as CoLA, which GLUE scores by it).
+    pub matthews: Option<f64>,
     /// The chosen C (per outer fold for k-fold tasks).
     pub c: Vec<f64>,
     pub n_train: usize,
@@ -294,6 +297,7 @@ impl ClassifyTask {
                     name: self.name.clone(),
                     accuracy: 100.0 * acc / proto.outer_folds as f64,
                     f1: None,
+                    matthews: None,
                     c: cs,
                     n_train: n,
                     n_test: n,
@@ -309,6 +313,7 @@ impl ClassifyTask {
                     name: self.name.clone(),
                     accuracy: 100.0 * acc,
                     f1: None,
+                    matthews: None,
                     c: vec![c],
                     n_train: tr.len(),
                     n_test: te.len(),
@@ -321,6 +326,7 @@ impl ClassifyTask {
                     name: self.name.clone(),
                     accuracy: 100.0 * accuracy(&pred, &yte),
                     f1: None,
+                    matthews: (self.classes == 2).then(|| 100.0 * matthews(&pred, &yte)),
                     c: vec![c],
                     n_train: tr.len(),
                     n_test: te.len(),
@@ -334,6 +340,7 @@ impl ClassifyTask {
                     name: self.name.clone(),
                     accuracy: 100.0 * accuracy(&pred, &yte),
                     f1: Some(100.0 * f1(&pred, &yte)),
+                    matthews: None,
                     c: vec![c],
                     n_train: tr.len(),
                     n_test: te.len(),
@@ -356,6 +363,7 @@ impl ClassifyTask {
                     name: self.name.clone(),
                     accuracy: 100.0 * spearman(&expected, &gold),
                     f1: None,
+                    matthews: None,
                     c: vec![c],
                     n_train: tr.len(),
                     n_test: te.len(),

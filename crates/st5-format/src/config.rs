@@ -227,16 +227,22 @@ impl T5Config {
                 self.feed_forward_proj
             ));
         }
-        // Bidirectional bucketing halves the buckets, and the log-spaced part needs
-        // max_distance > max_exact = num_buckets / 4 (encoder) or / 2 (decoder).
+        // The encoder's bucketing is bidirectional: it halves the buckets, and half of those are
+        // exact, so its log-spaced part divides by ln(max_distance / max_exact) with
+        // max_exact = num_buckets / 2 / 2. transformers' `_relative_position_bucket`
+        // (https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/t5/modeling_t5.py)
+        // then needs max_distance > max_exact, or it divides by zero (or by a negative log).
+        // The decoder's causal bucketing would need max_distance > num_buckets / 2, but st5 runs
+        // the decoder on its start token alone (ST5-EncDec pools the first decoder output), so it
+        // only ever sees relative position 0, an exact bucket: no constraint applies to it.
         if self.relative_attention_num_buckets < 4 {
             return Err("`relative_attention_num_buckets` must be at least 4".into());
         }
-        if self.relative_attention_max_distance <= self.relative_attention_num_buckets / 2 {
+        let max_exact = self.relative_attention_num_buckets / 2 / 2;
+        if self.relative_attention_max_distance <= max_exact {
             return Err(format!(
-                "`relative_attention_max_distance` ({}) must exceed relative_attention_num_buckets / 2 ({})",
-                self.relative_attention_max_distance,
-                self.relative_attention_num_buckets / 2
+                "`relative_attention_max_distance` ({}) must exceed relative_attention_num_buckets / 4 ({max_exact}), the encoder's exact buckets",
+                self.relative_attention_max_distance
             ));
         }
         if !(self.layer_norm_epsilon.is_finite() && self.layer_norm_epsilon > 0.0) {
@@ -271,7 +277,7 @@ mod tests {
 
     #[test]
     fn validation_names_the_key() {
-        let cases: [(&str, Option<&str>); 11] = [
+        let cases: [(&str, Option<&str>); 13] = [
             ("{}", None),
             // Found by fuzzing: sizes whose products overflowed.
             (
@@ -287,9 +293,15 @@ mod tests {
             (r#"{"num_heads": 0}"#, Some("num_heads")),
             (r#"{"feed_forward_proj": "gated-tanh"}"#, Some("feed_forward_proj")),
             (r#"{"relative_attention_num_buckets": 2}"#, Some("relative_attention_num_buckets")),
+            // transformers runs this encoder: its exact buckets are 32 / 4 = 8 < 16.
+            (r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 16}"#, None),
             (
-                r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 16}"#,
-                Some("relative_attention_max_distance"),
+                r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 8}"#,
+                Some("relative_attention_max_distance` (8) must exceed relative_attention_num_buckets / 4 (8)"),
+            ),
+            (
+                r#"{"relative_attention_num_buckets": 9, "relative_attention_max_distance": 2}"#,
+                Some("relative_attention_num_buckets / 4 (2)"),
             ),
             (r#"{"layer_norm_epsilon": -1.0}"#, Some("layer_norm_epsilon")),
             (r#"{"model_type": "umt5"}"#, Some("umt5")),
