@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Shipped weights are committed in parts under 20 MiB (git hosts refuse or slow down larger
-# files): models/*/model.safetensors.part<N>. `join` (the default; setup.sh, test.sh and
-# www/serve.sh run it) writes model.safetensors from them when it is missing or older than a part;
-# `split` re-cuts the parts after a retrained model.safetensors, before committing it.
+# files): models/*/model.safetensors.part<N>, and a recipe's finished stages the same way
+# (trainer/recipes/*/stages/*/, kept so that a run resumes on a new machine). `join` (the default;
+# setup.sh, test.sh and www/serve.sh run it) writes model.safetensors from them when it is missing
+# or older than a part; `split` re-cuts the parts after a retrained model.safetensors, before
+# committing it. Directories can be named after the mode; the default is models/*/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-join}
-for dir in models/*/; do
+shift || true
+dirs=("$@")
+[ ${#dirs[@]} -gt 0 ] || dirs=(models/*/)
+for dir in "${dirs[@]}"; do
+  dir="${dir%/}/"
   full="${dir}model.safetensors"
   case "$mode" in
     join)

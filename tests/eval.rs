@@ -159,7 +159,8 @@ fn parsers_read_every_file_with_sources_md_counts() {
 fn sentglue_reads_the_glue_files_with_sources_md_counts() {
     use st5_eval::tasks::Split;
     let (tasks, skipped) = st5_eval::glue::sentglue_tasks(&shared_data(), None).unwrap();
-    let task = |name: &str| tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name}"));
+    let task =
+        |name: &str| tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name}"));
     let Split::TrainTest(train, dev) = &task("glue-cola").split else { panic!("cola split") };
     let ones = |rows: &[data::Labeled]| rows.iter().filter(|r| r.label == 1).count();
     assert_eq!((train.len(), ones(train), dev.len(), ones(dev)), (8551, 6023, 1043, 721));

@@ -294,10 +294,15 @@ mod tests {
             (r#"{"feed_forward_proj": "gated-tanh"}"#, Some("feed_forward_proj")),
             (r#"{"relative_attention_num_buckets": 2}"#, Some("relative_attention_num_buckets")),
             // transformers runs this encoder: its exact buckets are 32 / 4 = 8 < 16.
-            (r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 16}"#, None),
+            (
+                r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 16}"#,
+                None,
+            ),
             (
                 r#"{"relative_attention_num_buckets": 32, "relative_attention_max_distance": 8}"#,
-                Some("relative_attention_max_distance` (8) must exceed relative_attention_num_buckets / 4 (8)"),
+                Some(
+                    "relative_attention_max_distance` (8) must exceed relative_attention_num_buckets / 4 (8)",
+                ),
             ),
             (
                 r#"{"relative_attention_num_buckets": 9, "relative_attention_max_distance": 2}"#,
