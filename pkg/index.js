@@ -6,7 +6,6 @@
 import {
   CallQueue,
   MODEL_FACTS,
-  autoDevice,
   defineFacts,
   combineHashes,
   fileHashes,
@@ -19,14 +18,12 @@ import {
   rows,
   wasm,
 } from './runtime.js';
+import { chooseDevice, noteWebgpuFailed } from './devices.js';
 import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
 import { PoolModel, defaultThreads } from './pool.js';
 
 export { clearCache };
 export { SearchIndex, createIndex, importIndex, openIndex } from './vector-index.js';
-
-// Once WebGPU has failed on this page, `device: 'auto'` goes straight to the CPU.
-let webgpuFailed = false;
 
 const isUrl = (s) => typeof s === 'string' || s instanceof URL;
 
@@ -66,7 +63,7 @@ export async function load(modelSource, options = {}) {
   // (the copy is gone before wasm takes its own).
   const hashes = fileHashes(files);
   if (weightBytes(files) > HASH_BEFORE_LOAD_BYTES) await hashes;
-  const wanted = device !== 'auto' ? device : webgpuFailed ? 'cpu' : await autoDevice();
+  const wanted = await chooseDevice(device);
   onProgress?.({ stage: 'init', device: wanted });
   let inner = await loadInner(files, { ...modelOptions, device: wanted }, label);
   // A soft prompt is checked against the weights fingerprint, over the files wasm names.
@@ -249,7 +246,7 @@ export class Model {
       console.warn(
         `st5: WebGPU failed during embed (${err?.message ?? err}); re-running on the CPU, which this model now uses.`,
       );
-      webgpuFailed = true;
+      noteWebgpuFailed();
       const { files, label } = await this.#reload();
       const cpu = await applyPrompt(await loadInner(files, { ...this.#options, device: 'cpu' }, label), this.#prompt);
       try {
