@@ -21,6 +21,7 @@ import {
 import { chooseDevice, noteWebgpuFailed } from './devices.js';
 import { clearCache, fetchModelFiles, memoryFiles } from './files.js';
 import { PoolModel, defaultThreads } from './pool.js';
+import { RpcClient } from './rpc.js';
 
 export { clearCache };
 export { SearchIndex, createIndex, importIndex, openIndex } from './vector-index.js';
@@ -299,9 +300,7 @@ async function startWorker(source, options, onProgress) {
 /** A model in a Web Worker. After an internal error (a trap in the worker's wasm) the next call
  * starts a fresh worker, which loads the model again; the trapped one is terminated. */
 class WorkerModel {
-  #worker = null;
-  #next = 0;
-  #pending = new Map();
+  #rpc = null;
   #state = {};
   #source;
   #options;
@@ -320,48 +319,40 @@ class WorkerModel {
   /** Starts the worker and loads the model there. */
   async start() {
     const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-    worker.onmessage = ({ data }) => {
-      if (data.progress) return this.#onProgress?.(data.progress);
-      if (data.warn) return console.warn(data.warn);
-      const p = this.#pending.get(data.id);
-      this.#pending.delete(data.id);
-      if (data.state) this.#state = data.state;
-      if (!data.error) return p?.resolve(data.result);
-      const { message, code, call } = data.error;
-      if (code === 'internal' && worker === this.#worker) this.#broken = true;
-      p?.reject(Object.assign(new Error(message), { code, call }));
-    };
-    worker.onerror = (e) => {
-      const err = new Error(`st5 worker: ${e.message || 'failed to start'}`);
-      for (const p of this.#pending.values()) p.reject(err);
-      this.#pending.clear();
-    };
-    this.#worker = worker;
+    const rpc = new RpcClient(worker, {
+      name: 'st5 worker',
+      onNotice: (data) => {
+        if (data.progress) this.#onProgress?.(data.progress);
+        if (data.warn) console.warn(data.warn);
+      },
+    });
+    this.#rpc = rpc;
     this.#broken = false;
     try {
-      await this.#post('load', { source: this.#source, options: this.#options });
+      this.#state = await this.#post('load', { source: this.#source, options: this.#options });
     } catch (err) {
-      worker.terminate();
+      rpc.terminate();
       this.#broken = true; // the next call tries a fresh worker again
       throw err;
     }
   }
 
-  #post(op, args, transfer = []) {
-    const id = this.#next++;
-    return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject });
-      this.#worker.postMessage({ id, op, ...args }, transfer);
+  /** `op` in the current worker; an internal error there marks it broken. */
+  #post(op, args, buffers = []) {
+    const rpc = this.#rpc;
+    return rpc.call(op, args, buffers).catch((err) => {
+      if (err.code === 'internal' && rpc === this.#rpc) this.#broken = true;
+      throw err;
     });
   }
 
-  async call(op, args, transfer = []) {
+  async call(op, args, buffers = []) {
     if (this.#disposed) throw new Error('st5: this model has been disposed');
     if (this.#broken) {
-      this.#worker.terminate();
+      this.#rpc.terminate();
       await this.start();
     }
-    return this.#post(op, args, transfer);
+    return this.#post(op, args, buffers);
   }
 
   // device, dim, maxSeqLength, variant, fingerprint, threads: as the worker last reported them.
@@ -376,7 +367,13 @@ class WorkerModel {
 
   /** @returns {Promise<Float32Array>} */
   embedFlat(texts) {
-    return rejectUnlessTexts(texts) ?? this.call('embed', { texts });
+    return rejectUnlessTexts(texts) ?? this.#embedNow(texts);
+  }
+
+  async #embedNow(texts) {
+    const { flat, state } = await this.call('embed', { texts });
+    this.#state = state;
+    return flat;
   }
 
   /** As `Model`'s, in the worker. */
@@ -388,6 +385,6 @@ class WorkerModel {
     if (this.#disposed) return;
     this.#disposed = true;
     if (!this.#broken) await this.#post('dispose', {});
-    this.#worker.terminate();
+    this.#rpc.terminate();
   }
 }
