@@ -1,5 +1,5 @@
 // Request and reply between a page and a dedicated worker over postMessage: the one protocol of
-// the model's worker (index.js's `WorkerModel` ↔ worker.js) and of the rescoring rows' worker
+// the model's worker (worker-client.js ↔ worker.js) and of the rescoring rows' worker
 // (row-store.js ↔ rows-worker.js).
 //
 // A request is `{ id, op, ...args }`. Its reply is `{ id, value }`, or `{ id, error }` with the

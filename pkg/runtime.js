@@ -99,8 +99,8 @@ export async function guard(call, run) {
   }
 }
 
-/** What every model object reports, whichever runs it: index.js's `Model`, its Worker proxy and
- * the CPU pool. */
+/** What every model object reports, whichever runs it: model.js's `Model`, its Worker proxy
+ * (worker-client.js) and the CPU pool (pool.js). */
 export const MODEL_FACTS = ['device', 'dim', 'maxSeqLength', 'variant', 'fingerprint'];
 
 /**

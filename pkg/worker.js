@@ -1,8 +1,8 @@
 // The Web Worker behind `loadInWorker` and the CPU pool: one model per worker, driven over rpc.js
-// by index.js's `WorkerModel`. Calls arrive in order and the model queues them, so results go
-// back in order too.
+// by worker-client.js. Calls arrive in order and the model queues them, so results go back in
+// order too.
 
-import { load } from './index.js';
+import { load } from './load.js';
 import { MODEL_FACTS, PANIC_FOR_TEST } from './runtime.js';
 import { serve, transfer } from './rpc.js';
 
