@@ -1,6 +1,6 @@
 // The devices a model or a search index can run on: their names, what `device: 'auto'` picks, and
 // the page's memory of a WebGPU failure. The model loader (load.js), the model's fallback to the
-// CPU (model.js) and the search index (vector-index.js) all ask here, so that they agree.
+// CPU (model.js) and the search index (search-index.js) all ask here, so that they agree.
 
 /** The device names the package accepts, in order of preference for 'auto'. Checked against the Rust `DeviceChoice` enum by tests/devices.rs. */
 export const DEVICES = Object.freeze(['webgpu', 'cpu']);

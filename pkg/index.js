@@ -5,10 +5,10 @@
 // - model.js: `Model`, a model on this thread (call queue, WebGPU → CPU fallback, reload after a
 //   trap); worker-client.js: the same in a Web Worker (worker.js), over rpc.js;
 // - files.js: fetching and caching model files; devices.js: device names and `'auto'`;
-// - vector-index.js: semantic search over a corpus (row-store.js: a quantized index's rows).
+// - search-index.js: semantic search over a corpus (row-store.js: a quantized index's rows).
 // index.d.ts declares what this file exports.
 
 export { load, loadInWorker } from './load.js';
 export { Model } from './model.js';
 export { clearCache } from './files.js';
-export { SearchIndex, createIndex, importIndex, openIndex } from './vector-index.js';
+export { SearchIndex, createIndex, importIndex, openIndex } from './search-index.js';

@@ -630,7 +630,7 @@ const failed = await runCases([
       const runtime = Object.keys(mod).sort();
       const names = declared.map((x) => x.name).sort();
       if (runtime.join() !== names.join()) throw new Error(`exports ${runtime} vs declared ${names}`);
-      const { SearchIndex } = await import(pathToFileURL(join(pkgDir, 'vector-index.js')).href);
+      const { SearchIndex } = await import(pathToFileURL(join(pkgDir, 'search-index.js')).href);
       const classes = { Model: mod.Model, SearchIndex };
       const missing = [];
       for (const [name, cls] of Object.entries(classes)) {
