@@ -13,8 +13,9 @@ NIGHTLY=nightly-2026-05-19
 declare -A RUNS=([config_json]=1500000 [model_files]=300000 [safetensors]=1200000
   [tokenizer_json]=15000 [charsmap]=1200 [npy]=1500000 [trainer_config]=100000
   [dataset_rows]=800000 [trainer_state]=800000)
-# Its own target folder: nightly artifacts never mix with the stable build's.
-export CARGO_TARGET_DIR="${ST5_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-target}-fuzz}"
+# Its own folder inside the cargo target folder: nightly artifacts never mix with the stable
+# build's, and a test run leaves nothing outside target/ (which git ignores).
+export CARGO_TARGET_DIR="${ST5_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/fuzz}"
 targets=$(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^st5-fuzz$')
 # cargo-fuzz has no --locked: check here that fuzz/Cargo.lock is current, so that a change of
 # dependencies fails here instead of resolving new versions on every fresh clone.

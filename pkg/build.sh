@@ -8,23 +8,42 @@
 # --no-opt: wasm-pack would download wasm-opt (offline here), Debian's binaryen 108 emits
 # modules Chromium rejects, and npm's binaryen 132 (`wasm-opt -Oz`) made a module that gzips
 # larger (2.88 MB) than this build with its name section stripped (2.72 MB).
+# The tools are checked first and both modules are built in a scratch folder: pkg/wasm/ is
+# replaced only by a complete, good build, so a failed run leaves the previous one in place.
 set -euo pipefail
 cd "$(dirname "$0")"
-rm -rf wasm wasm-relaxed
+
+# wasm-pack runs wasm-bindgen from PATH, which must be the wasm-bindgen crate's exact version.
+bindgen=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print }' ../Cargo.lock)
+missing=()
+command -v wasm-pack >/dev/null || missing+=("wasm-pack")
+[ "$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }')" = "$bindgen" ] || missing+=("wasm-bindgen $bindgen")
+[ -d "$(rustc --print sysroot 2>/dev/null)/lib/rustlib/wasm32-unknown-unknown" ] ||
+  missing+=("the wasm32-unknown-unknown target")
+command -v node >/dev/null || missing+=("node")
+if [ ${#missing[@]} -gt 0 ]; then
+  printf -v list '%s, ' "${missing[@]}"
+  echo "pkg/build.sh: missing ${list%, }; run: bash scripts/setup-test.sh" >&2
+  exit 1
+fi
+
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/st5-pkg.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
 build() {
-  wasm-pack build ../crates/st5-wasm --target web --out-dir "../../pkg/$1" --out-name st5_wasm \
+  wasm-pack build ../crates/st5-wasm --target web --out-dir "$scratch/$1" --out-name st5_wasm \
     --no-pack --no-gitignore --no-opt --profile wasm "${@:2}"
-  node tools/strip-names.mjs "$1/st5_wasm_bg.wasm"
+  node tools/strip-names.mjs "$scratch/$1/st5_wasm_bg.wasm"
 }
 build wasm
 build wasm-relaxed -- --features relaxed-simd
 # The glue is generated from the exports, which the feature does not change: one copy serves both.
-if ! cmp -s wasm/st5_wasm.js wasm-relaxed/st5_wasm.js; then
+if ! cmp -s "$scratch/wasm/st5_wasm.js" "$scratch/wasm-relaxed/st5_wasm.js"; then
   echo "pkg/build.sh: the two builds' JS glue differs; runtime.js assumes one glue" >&2
   exit 1
 fi
-mv wasm-relaxed/st5_wasm_bg.wasm wasm/st5_wasm_relaxed_bg.wasm
-rm -rf wasm-relaxed
+mv "$scratch/wasm-relaxed/st5_wasm_bg.wasm" "$scratch/wasm/st5_wasm_relaxed_bg.wasm"
+rm -rf wasm
+mv "$scratch/wasm" wasm
 for f in wasm/st5_wasm_bg.wasm wasm/st5_wasm_relaxed_bg.wasm; do
   echo "$f: $(stat -c %s "$f") bytes raw, $(gzip -9 -c "$f" | wc -c) gzipped"
 done

@@ -33,7 +33,8 @@ export type ProgressEvent =
 
 export interface LoadOptions {
   /** `'auto'` (default): WebGPU on a hardware adapter when a device can be had, else the CPU (also
-   * when the only adapter is a software one such as SwiftShader, which is far slower). */
+   * when the only adapter is a software one such as SwiftShader, which is far slower, and once
+   * WebGPU has failed on this page). */
   device?: Device | 'auto';
   /** Pooling variant; defaults to the model's Pooling module (enc-mean for a plain T5). */
   variant?: Variant;

@@ -59,7 +59,7 @@ export class PoolModel {
   #wake = null;
 
   /**
-   * @param page the page's CPU model (index.js `Model`), which runs batches until a worker is ready
+   * @param page the page's CPU model (model.js `Model`), which runs batches until a worker is ready
    * @param spawners functions that each start a worker and resolve to its model once loaded,
    *   called on the first call with more than one batch; a worker joins at once, even mid-call
    */

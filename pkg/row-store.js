@@ -9,6 +9,8 @@
 // - 'memory': a Float32Array in the tab (4 bytes a dimension): fastest, for small corpora and
 //   browsers without OPFS.
 
+import { RpcClient } from './rpc.js';
+
 const DIR = 'st5-rows';
 
 /** Whether this browser gives pages an Origin Private File System with Web Locks. */
@@ -57,12 +59,10 @@ class MemoryRows {
 
 class OpfsRows {
   kind = 'opfs';
-  #worker;
+  #rpc;
   #name;
   #release;
   #bytes = 0;
-  #calls = new Map();
-  #next = 0;
 
   static async create(dim) {
     const root = await navigator.storage.getDirectory();
@@ -73,29 +73,15 @@ class OpfsRows {
     store.#name = `${Date.now().toString(36)}-${crypto.randomUUID()}.f32`;
     store.#release = await hold(`${DIR}/${store.#name}`);
     // The file is read and written by rows-worker.js, which holds it with a sync access handle.
-    store.#worker = new Worker(new URL('./rows-worker.js', import.meta.url), { type: 'module' });
-    store.#worker.onmessage = ({ data }) => {
-      const call = store.#calls.get(data.id);
-      store.#calls.delete(data.id);
-      if (data.error === undefined) call.resolve(data.value);
-      else call.reject(new Error(data.error));
-    };
+    const worker = new Worker(new URL('./rows-worker.js', import.meta.url), { type: 'module' });
+    store.#rpc = new RpcClient(worker, { name: 'st5 rescoring worker' });
     try {
-      await store.#call({ op: 'open', dir: DIR, name: store.#name });
+      await store.#rpc.call('open', { dir: DIR, name: store.#name });
     } catch (e) {
       store.dispose();
       throw e;
     }
     return store;
-  }
-
-  /** Runs `message` in the worker (after every earlier call); resolves to its value. */
-  #call(message, transfer = []) {
-    const id = this.#next++;
-    return new Promise((resolve, reject) => {
-      this.#calls.set(id, { resolve, reject });
-      this.#worker.postMessage({ ...message, id }, transfer);
-    });
   }
 
   get bytes() {
@@ -106,23 +92,24 @@ class OpfsRows {
     const at = this.#bytes;
     this.#bytes += vectors.byteLength;
     const copy = vectors.slice(); // the caller keeps its array; the copy is moved, not cloned
-    return this.#call({ op: 'append', at, data: copy.buffer }, [copy.buffer]);
+    return this.#rpc.call('append', { at, data: copy.buffer }, [copy.buffer]);
   }
 
   async rows(ids) {
-    return new Float32Array(await this.#call({ op: 'rows', ids: Uint32Array.from(ids), row: this.dim * 4 }));
+    return new Float32Array(await this.#rpc.call('rows', { ids: Uint32Array.from(ids), row: this.dim * 4 }));
   }
 
   async all() {
-    return new Float32Array(await this.#call({ op: 'all' }));
+    return new Float32Array(await this.#rpc.call('all'));
   }
 
   dispose() {
     // After the calls before it: close the handle, stop the worker, then remove the file.
-    this.#call({ op: 'close' })
+    this.#rpc
+      .call('close')
       .catch(() => {})
       .then(async () => {
-        this.#worker.terminate();
+        this.#rpc.terminate();
         const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle(DIR);
         await dir.removeEntry(this.#name);
       })

@@ -99,8 +99,8 @@ export async function guard(call, run) {
   }
 }
 
-/** What every model object reports, whichever runs it: index.js's `Model`, its Worker proxy and
- * the CPU pool. */
+/** What every model object reports, whichever runs it: model.js's `Model`, its Worker proxy
+ * (worker-client.js) and the CPU pool (pool.js). */
 export const MODEL_FACTS = ['device', 'dim', 'maxSeqLength', 'variant', 'fingerprint'];
 
 /**
@@ -169,16 +169,4 @@ export async function fileHashes(files) {
 export function combineHashes(hashes, names = [...hashes.keys()]) {
   const lines = [...names].sort().map((name) => `${name}:${hashes.get(name)}`);
   return sha256(new TextEncoder().encode(lines.join('\n')));
-}
-
-/**
- * What `device: 'auto'` resolves to: `'cpu'` when there is no WebGPU adapter or only a software
- * (fallback) one such as SwiftShader, where the wasm CPU path embeds ~50x faster
- * (`node tests/browser/bench.mjs`: 69.8 vs 1.28 sentences/s for st5-mini); otherwise `'auto'`,
- * which the wasm core turns into WebGPU, or the CPU when no device can be created.
- */
-export async function autoDevice() {
-  const adapter = await globalThis.navigator?.gpu?.requestAdapter().catch(() => null);
-  if (!adapter) return 'cpu';
-  return (adapter.info?.isFallbackAdapter ?? adapter.isFallbackAdapter) ? 'cpu' : 'auto';
 }

@@ -1,18 +1,15 @@
-// The Web Worker behind `loadInWorker`: one model per worker, driven by messages from index.js.
-// Calls arrive in order and the model queues them, so results go back in order too.
+// The Web Worker behind `loadInWorker` and the CPU pool: one model per worker, driven over rpc.js
+// by worker-client.js. Calls arrive in order and the model queues them, so results go back in
+// order too.
 
-import { load } from './index.js';
+import { load } from './load.js';
+import { MODEL_FACTS, PANIC_FOR_TEST } from './runtime.js';
+import { serve, transfer } from './rpc.js';
 
 let model = null;
 
-const state = () => ({
-  device: model.device,
-  dim: model.dim,
-  maxSeqLength: model.maxSeqLength,
-  variant: model.variant,
-  fingerprint: model.fingerprint,
-  threads: model.threads,
-});
+/** The facts the page's `WorkerModel` reports, as the model has them now. */
+const state = () => Object.fromEntries([...MODEL_FACTS, 'threads'].map((name) => [name, model[name]]));
 
 // The device may change mid-call (the WebGPU → CPU fallback warns through console.warn).
 const warn = console.warn.bind(console);
@@ -21,23 +18,20 @@ console.warn = (...args) => {
   self.postMessage({ warn: args.map(String).join(' ') });
 };
 
-self.onmessage = async ({ data }) => {
-  const { id, op } = data;
-  try {
-    if (op === 'load') {
-      model = await load(data.source, { ...data.options, onProgress: (progress) => self.postMessage({ progress }) });
-      self.postMessage({ id, state: state() });
-    } else if (op === 'embed') {
-      const flat = await model.embedFlat(data.texts);
-      self.postMessage({ id, result: flat, state: state() }, [flat.buffer]);
-    } else if (op === 'panicForTest') {
-      await model[Symbol.for('st5.panicForTest')]();
-    } else if (op === 'dispose') {
-      await model?.dispose();
-      model = null;
-      self.postMessage({ id });
-    }
-  } catch (err) {
-    self.postMessage({ id, error: { message: err?.message ?? String(err), code: err?.code, call: err?.call } });
-  }
-};
+serve({
+  async load({ source, options }) {
+    model = await load(source, { ...options, onProgress: (progress) => self.postMessage({ progress }) });
+    return state();
+  },
+  async embed({ texts }) {
+    const flat = await model.embedFlat(texts);
+    return transfer({ flat, state: state() }, [flat.buffer]);
+  },
+  panicForTest() {
+    return model[PANIC_FOR_TEST]();
+  },
+  async dispose() {
+    await model?.dispose();
+    model = null;
+  },
+});

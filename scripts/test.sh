@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command. Installs the test tools (scripts/setup-test.sh), then:
-# 1. checks format and lints: `cargo fmt --check`, Prettier over the JS, and clippy with
-#    warnings denied;
+# 1. checks format and lints: `cargo fmt --check`, Prettier over the JS, vendor/check-patch.sh
+#    (each vendored crate is its crates.io release plus its st5.patch), and clippy with warnings
+#    denied;
 # 2. builds the `st5` and `trainer` binaries (and `trainer-mpi`, with the `mpi` feature, which
 #    tests/mpi.rs runs under `mpirun -np 2`) and runs every native test in one release build
 #    (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then the fuzz
@@ -21,6 +22,8 @@ bash scripts/model-parts.sh join   # models/*/model.safetensors, committed in pa
 cargo fmt --all --check
 (cd tests/browser && npm ci --no-audit --no-fund --omit=optional)   # Prettier, playwright-core
 tests/browser/node_modules/.bin/prettier --check .
+# vendor/: each patched crate is its crates.io release plus its st5.patch, nothing else.
+bash vendor/check-patch.sh
 # A check build (no code generation): every crate, st5-wasm included, compiled for the host.
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy --workspace --all-targets --locked --features st5-trainer/mpi -- -D warnings

@@ -630,7 +630,7 @@ const failed = await runCases([
       const runtime = Object.keys(mod).sort();
       const names = declared.map((x) => x.name).sort();
       if (runtime.join() !== names.join()) throw new Error(`exports ${runtime} vs declared ${names}`);
-      const { SearchIndex } = await import(pathToFileURL(join(pkgDir, 'vector-index.js')).href);
+      const { SearchIndex } = await import(pathToFileURL(join(pkgDir, 'search-index.js')).href);
       const classes = { Model: mod.Model, SearchIndex };
       const missing = [];
       for (const [name, cls] of Object.entries(classes)) {
@@ -660,18 +660,22 @@ const failed = await runCases([
           for (const d of globalThis.__gpuDevices ?? []) d.destroy();
           const rows = (await m.embed(texts)).map((x) => Array.from(x));
           const again = (await m.embed(texts.slice(0, 1))).map((x) => Array.from(x));
-          return { first, after: m.device, rows, again };
+          // After the failure, 'auto' means the CPU for an index too.
+          const index = await st5.createIndex(m);
+          const indexDevice = index.device;
+          index.dispose();
+          return { first, after: m.device, rows, again, indexDevice };
         },
         { url: `/models/${ST}/`, texts: st.sentences },
       );
       const err = maxAbsDiff(r.rows, st.embeddings['enc-mean']);
       const warned = logs.slice(warningsBefore).some((l) => l.startsWith('warning:') && l.includes('WebGPU failed'));
-      if (r.first !== 'webgpu' || r.after !== 'cpu' || !(err <= TOL) || !warned) {
+      if (r.first !== 'webgpu' || r.after !== 'cpu' || !(err <= TOL) || !warned || r.indexDevice !== 'cpu') {
         throw new Error(
-          `device ${r.first} → ${r.after}, max abs error ${err}, warned ${warned}; logs: ${logs.slice(-5).join(' | ')}`,
+          `device ${r.first} → ${r.after}, max abs error ${err}, warned ${warned}, then an 'auto' index on ${r.indexDevice}; logs: ${logs.slice(-5).join(' | ')}`,
         );
       }
-      return `device lost mid-session: re-ran on the CPU (max abs error ${err.toExponential(2)}) with a console warning`;
+      return `device lost mid-session: re-ran on the CPU (max abs error ${err.toExponential(2)}) with a console warning; an 'auto' index then took the CPU`;
     },
   ],
   [

@@ -5,7 +5,8 @@
 // dimension, then rescores `k × oversample` candidates exactly with their f32 vectors, which a
 // row store keeps outside the searchable part (row-store.js: OPFS by default, or memory).
 
-import { autoDevice, generation, glue, guard, sha256, wasm } from './runtime.js';
+import { chooseDevice } from './devices.js';
+import { generation, glue, guard, sha256, wasm } from './runtime.js';
 import { createRowStore, opfsAvailable } from './row-store.js';
 
 const DB = 'st5-index';
@@ -259,7 +260,7 @@ export async function createIndex(
     });
   }
   await wasm();
-  const wanted = device === 'auto' ? await autoDevice() : device;
+  const wanted = await chooseDevice(device);
   const index = await guard('createIndex', () =>
     glue().Index.create(model.dim, { device: wanted, maxBufferBytes, shardRows, quantize }),
   );

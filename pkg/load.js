@@ -1,0 +1,117 @@
+// Loading a model: where its files come from (a directory URL, a Hugging Face hub id, or files in
+// memory), its soft prompt, its device, and for the CPU a pool of workers. `load` makes a `Model`
+// on this thread (model.js); `loadInWorker` makes one in a Web Worker (worker-client.js).
+
+import { chooseDevice } from './devices.js';
+import { fetchModelFiles, memoryFiles } from './files.js';
+import { Model, applyPrompt, loadInner } from './model.js';
+import { PoolModel, defaultThreads } from './pool.js';
+import { combineHashes, fileHashes, glue, sha256, wasm } from './runtime.js';
+import { startWorker } from './worker-client.js';
+
+const isUrl = (s) => typeof s === 'string' || s instanceof URL;
+
+/** A Hugging Face hub id (`owner/name`), as transformers.js takes them. A directory path says so
+ * with './', '/', a trailing '/' or a scheme. */
+const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
+const DEFAULT_HUB_URL = 'https://huggingface.co';
+
+/** `source` as a URL: a hub id becomes its files' directory at `revision` on `hubUrl`. */
+function resolveSource(source, { revision = 'main', hubUrl = DEFAULT_HUB_URL } = {}) {
+  if (typeof source !== 'string' || !HUB_ID.test(source)) return { source, hub: null };
+  const base = `${String(hubUrl).replace(/\/+$/, '')}/${source}/resolve/${encodeURIComponent(revision)}/`;
+  return { source: base, hub: `${source} (revision ${revision}) on ${hubUrl}` };
+}
+
+/**
+ * Loads a Sentence-T5 model.
+ * @param {string | URL | Map | object | FileList | File[]} source a directory URL holding a
+ *   sentence-transformers or Hugging Face T5 layout, or the files themselves
+ * @param {import('./index.d.ts').LoadOptions} [options]
+ * @returns {Promise<Model>}
+ */
+export async function load(modelSource, options = {}) {
+  const { device = 'auto', onProgress, cache = true, threads, prompt, revision, hubUrl, ...modelOptions } = options;
+  const { source, hub } = resolveSource(modelSource, { revision, hubUrl });
+  const started = performance.now();
+  await wasm();
+  const promptBytes = prompt == null ? null : readPrompt(prompt);
+  const { files, label } = isUrl(source)
+    ? await fetchModelFiles(source, { cache, onProgress, FilePlanner: glue().FilePlanner }).catch((err) => {
+        // Name what the caller asked for, not only the URL it became.
+        throw hub ? Object.assign(new Error(`st5: ${hub}: ${err.message}`), { code: err.code }) : err;
+      })
+    : await memoryFiles(source);
+  // Web Crypto hashes a copy of each file off the main thread: beside the model's construction
+  // for small models, where the time matters; before it for large ones, where the memory does
+  // (the copy is gone before wasm takes its own).
+  const hashes = fileHashes(files);
+  if (weightBytes(files) > HASH_BEFORE_LOAD_BYTES) await hashes;
+  const wanted = await chooseDevice(device);
+  onProgress?.({ stage: 'init', device: wanted });
+  let inner = await loadInner(files, { ...modelOptions, device: wanted }, label);
+  // A soft prompt is checked against the weights fingerprint, over the files wasm names.
+  let applied = null;
+  if (promptBytes) {
+    const bytes = await promptBytes;
+    applied = { ...bytes, fingerprint: await combineHashes(await hashes, inner.weightFiles) };
+    inner = await applyPrompt(inner, applied);
+    (await hashes).set('(soft prompt)', await sha256(bytes.bytes));
+  }
+  // The model's identity covers its prompt: vectors made with another prompt are not reusable.
+  const id = combineHashes(await hashes);
+  onProgress?.({ stage: 'ready', device: inner.device, ms: performance.now() - started });
+  // For a URL the files are read again (from the cache) only if WebGPU fails or the module
+  // traps; in-memory sources are the caller's own objects, so holding them costs nothing extra.
+  const reload = async () => {
+    await wasm();
+    return isUrl(source) ? fetchModelFiles(source, { cache, FilePlanner: glue().FilePlanner }) : memoryFiles(source);
+  };
+  const model = new Model(inner, reload, modelOptions, await id, applied);
+  const workers = threads ?? defaultThreads(weightBytes(files));
+  if (inner.device !== 'cpu' || !(workers > 1) || typeof Worker === 'undefined') return model;
+  // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
+  const workerOptions = { ...modelOptions, device: 'cpu', threads: 1, prompt: applied?.bytes };
+  const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions));
+  return new PoolModel(model, spawners);
+}
+
+/** Weights above this are hashed before the model is built, not beside it. */
+const HASH_BEFORE_LOAD_BYTES = 64 * 2 ** 20;
+
+/** Bytes of the weight files: what each extra copy of the model costs, roughly. */
+const weightBytes = (files) =>
+  [...files].reduce((n, [name, bytes]) => n + (/\.(safetensors|bin)$/.test(name) ? bytes.byteLength : 0), 0);
+
+/** A soft prompt's bytes and the name its errors give, from a URL or the bytes themselves. */
+async function readPrompt(prompt) {
+  if (isUrl(prompt)) {
+    const url = String(prompt);
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`st5: soft prompt ${url}: HTTP ${response.status}`);
+    return { bytes: new Uint8Array(await response.arrayBuffer()), label: url };
+  }
+  if (prompt instanceof Blob)
+    return { bytes: new Uint8Array(await prompt.arrayBuffer()), label: prompt.name ?? 'prompt file' };
+  if (prompt instanceof ArrayBuffer || ArrayBuffer.isView(prompt)) {
+    const view = ArrayBuffer.isView(prompt)
+      ? new Uint8Array(prompt.buffer, prompt.byteOffset, prompt.byteLength)
+      : new Uint8Array(prompt);
+    return { bytes: view.slice(), label: 'prompt file' };
+  }
+  throw new TypeError('st5: `prompt` must be a URL, a Blob, an ArrayBuffer or a Uint8Array');
+}
+
+/**
+ * As `load`, but the model runs in a Web Worker, so the page never blocks. The returned object
+ * has the same interface; `onProgress` is called on this thread.
+ */
+export function loadInWorker(model, options = {}) {
+  const { onProgress, ...rest } = options;
+  const absolute = (s) => (isUrl(s) ? String(new URL(String(s), globalThis.location?.href)) : s);
+  // The worker resolves URLs against its own script: pass them absolute. A hub id goes as it is,
+  // so that the worker's errors name it.
+  const source = typeof model === 'string' && HUB_ID.test(model) ? model : absolute(model);
+  const hubUrl = rest.hubUrl === undefined ? undefined : absolute(rest.hubUrl);
+  return startWorker(source, { ...rest, prompt: absolute(rest.prompt), hubUrl }, onProgress);
+}

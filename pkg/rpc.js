@@ -1,0 +1,79 @@
+// Request and reply between a page and a dedicated worker over postMessage: the one protocol of
+// the model's worker (worker-client.js ↔ worker.js) and of the rescoring rows' worker
+// (row-store.js ↔ rows-worker.js).
+//
+// A request is `{ id, op, ...args }`. Its reply is `{ id, value }`, or `{ id, error }` with the
+// error's `message`, `code` and `call`, which the caller gets back as an Error with the same
+// fields. Messages without an id are notices (a worker's progress or warnings), handed to the
+// client's `onNotice`.
+
+const TRANSFER = Symbol('transfer');
+
+/** A reply `value` whose `buffers` move to the caller instead of being copied. */
+export const transfer = (value, buffers) => ({ [TRANSFER]: buffers, value });
+
+/** The calling side: one worker, its calls in flight, and what its notices go to. */
+export class RpcClient {
+  #worker;
+  #next = 0;
+  #pending = new Map();
+
+  /**
+   * @param {Worker} worker
+   * @param {{ name: string, onNotice?: (data: object) => void }} options `name` prefixes the
+   *   error every call in flight gets when the worker fails to start or throws outside a call
+   */
+  constructor(worker, { name, onNotice }) {
+    this.#worker = worker;
+    worker.onmessage = ({ data }) => {
+      if (data.id === undefined) return onNotice?.(data);
+      const call = this.#pending.get(data.id);
+      this.#pending.delete(data.id);
+      if (data.error === undefined) return call?.resolve(data.value);
+      const { message, code, call: where } = data.error;
+      call?.reject(Object.assign(new Error(message), { code, call: where }));
+    };
+    worker.onerror = (e) => {
+      const err = new Error(`${name}: ${e.message || 'failed to start'}`);
+      for (const call of this.#pending.values()) call.reject(err);
+      this.#pending.clear();
+    };
+  }
+
+  /** Runs `op` with `args` in the worker; resolves to its reply's value. */
+  call(op, args = {}, buffers = []) {
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      this.#worker.postMessage({ ...args, id, op }, buffers);
+    });
+  }
+
+  /** Ends the worker at once; calls in flight never settle. */
+  terminate() {
+    this.#worker.terminate();
+  }
+}
+
+/**
+ * The worker's side: answers each request with `await ops[op](request)`, or with the error it
+ * threw. With `inOrder`, a request starts only once the one before it has been answered (for ops
+ * that share state without queueing on their own).
+ */
+export function serve(ops, { inOrder = false } = {}) {
+  let queue = Promise.resolve();
+  const answer = async (data) => {
+    const { id, op } = data;
+    try {
+      const result = await ops[op](data);
+      const moved = result?.[TRANSFER];
+      self.postMessage({ id, value: moved ? result.value : result }, moved ?? []);
+    } catch (err) {
+      self.postMessage({ id, error: { message: err?.message ?? String(err), code: err?.code, call: err?.call } });
+    }
+  };
+  self.onmessage = ({ data }) => {
+    if (inOrder) queue = queue.then(() => answer(data));
+    else answer(data);
+  };
+}

@@ -1,0 +1,105 @@
+// The page's side of a model in a Web Worker (worker.js): what `loadInWorker` returns and what
+// the CPU pool (pool.js) runs its batches on. Calls go over rpc.js; the worker reports the
+// model's facts (device, dim, ...) with each reply that can change them.
+
+import { MODEL_FACTS, PANIC_FOR_TEST, defineFacts, rejectUnlessTexts, rows } from './runtime.js';
+import { RpcClient } from './rpc.js';
+
+/** Starts a worker (worker.js) and loads `source` there; resolves once it is ready. */
+export async function startWorker(source, options, onProgress) {
+  const model = new WorkerModel(source, options, onProgress);
+  await model.start();
+  return model;
+}
+
+/** A model in a Web Worker. After an internal error (a trap in the worker's wasm) the next call
+ * starts a fresh worker, which loads the model again; the trapped one is terminated. */
+class WorkerModel {
+  #rpc = null;
+  #state = {};
+  #source;
+  #options;
+  #onProgress;
+  // The worker trapped (an 'internal' error): its wasm instance is unusable, so the next call
+  // starts a new worker and loads the model again.
+  #broken = false;
+  #disposed = false;
+
+  constructor(source, options, onProgress) {
+    this.#source = source;
+    this.#options = options;
+    this.#onProgress = onProgress;
+  }
+
+  /** Starts the worker and loads the model there. */
+  async start() {
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    const rpc = new RpcClient(worker, {
+      name: 'st5 worker',
+      onNotice: (data) => {
+        if (data.progress) this.#onProgress?.(data.progress);
+        if (data.warn) console.warn(data.warn);
+      },
+    });
+    this.#rpc = rpc;
+    this.#broken = false;
+    try {
+      this.#state = await this.#post('load', { source: this.#source, options: this.#options });
+    } catch (err) {
+      rpc.terminate();
+      this.#broken = true; // the next call tries a fresh worker again
+      throw err;
+    }
+  }
+
+  /** `op` in the current worker; an internal error there marks it broken. */
+  #post(op, args, buffers = []) {
+    const rpc = this.#rpc;
+    return rpc.call(op, args, buffers).catch((err) => {
+      if (err.code === 'internal' && rpc === this.#rpc) this.#broken = true;
+      throw err;
+    });
+  }
+
+  async call(op, args, buffers = []) {
+    if (this.#disposed) throw new Error('st5: this model has been disposed');
+    if (this.#broken) {
+      this.#rpc.terminate();
+      await this.start();
+    }
+    return this.#post(op, args, buffers);
+  }
+
+  // device, dim, maxSeqLength, variant, fingerprint, threads: as the worker last reported them.
+  static {
+    defineFacts(this, (m) => m.#state, [...MODEL_FACTS, 'threads']);
+  }
+
+  /** @returns {Promise<Float32Array[]>} */
+  async embed(texts) {
+    return rows(await this.embedFlat(texts), texts.length);
+  }
+
+  /** @returns {Promise<Float32Array>} */
+  embedFlat(texts) {
+    return rejectUnlessTexts(texts) ?? this.#embedNow(texts);
+  }
+
+  async #embedNow(texts) {
+    const { flat, state } = await this.call('embed', { texts });
+    this.#state = state;
+    return flat;
+  }
+
+  /** As `Model`'s, in the worker. */
+  [PANIC_FOR_TEST]() {
+    return this.call('panicForTest', {});
+  }
+
+  async dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    if (!this.#broken) await this.#post('dispose', {});
+    this.#rpc.terminate();
+  }
+}
