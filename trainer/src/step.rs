@@ -11,7 +11,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use st5_core::SentenceT5;
 use st5_core::host::{embed_ids, scalar};
 // Rows scaled to unit length: the model's own normaliser, as in the contrastive loss.
-use st5_core::model::l2_normalize as unit;
+use st5_core::ops::l2_normalize as unit;
 
 use crate::loss::ContrastiveLoss;
 

@@ -3,6 +3,9 @@
 //!
 //! Layers, each usable alone (those marked † are st5-format's, re-exported):
 //! - [`config`] †: `T5Config` from `config.json`, validated;
+//! - [`kernels`]: fused GPU kernels (cubecl), the lowest layer, on plain tensors;
+//! - [`ops`]: each fused operation (Linear, RMS norm, attention, pooling, L2 norm): its kernel,
+//!   or the tensor-operation reference beside it;
 //! - [`t5`]: the T5 encoder/decoder stacks, named like Hugging Face's modules;
 //! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
 //! - [`checkpoint`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from
@@ -26,6 +29,7 @@ pub mod index;
 pub mod kernels;
 pub mod loader;
 pub mod model;
+pub mod ops;
 pub mod save;
 pub mod t5;
 pub mod weights;
