@@ -9,10 +9,10 @@
 
 use std::path::Path;
 
-use st5_core::index::brute_force;
 use st5_core::index_file::{self, IndexFile};
 use st5_core::model::l2_normalize_rows;
 use st5_core::rng::Rng;
+use st5_core::search_index::brute_force;
 use st5_core::{Backend, Device, Embedder, Hit, LoadOptions, Quantize, VectorIndex};
 use st5_tests::{root, scratch_dir, shared_data, st5_mini, wgpu_device};
 

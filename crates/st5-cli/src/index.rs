@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use st5_core::index::brute_force;
 use st5_core::index_file::{self, IndexFile};
 use st5_core::model::l2_normalize_rows;
 use st5_core::rng::Rng;
+use st5_core::search_index::brute_force;
 use st5_core::{Backend, Hit, Quantize, VectorIndex};
 
 use crate::{ModelArgs, embed, read_lines};

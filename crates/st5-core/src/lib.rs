@@ -18,19 +18,19 @@
 //! - [`host`]: the one path from token ids to embeddings on a device, and back to the host;
 //! - [`loader`]: files to a model and tokenizer on a device, every tensor checked by name;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
-//! - [`index`]: [`VectorIndex`], top-k search over vectors kept on the device, f32 or int8 /
-//!   binary codes ([`vector_codes`]) with exact rescoring; [`index_file`]: a saved index.
+//! - [`search_index`]: [`VectorIndex`], top-k search over vectors kept on the device, f32 or
+//!   int8 / binary codes ([`vector_codes`]) with exact rescoring; [`index_file`]: a saved index.
 
 pub mod batch;
 pub mod device;
 pub mod embedder;
 pub mod host;
-pub mod index;
 pub mod kernels;
 pub mod loader;
 pub mod model;
 pub mod ops;
 pub mod save;
+pub mod search_index;
 pub mod t5;
 pub mod weights;
 
@@ -46,7 +46,7 @@ pub use device::Backend;
 pub use embedder::{DEFAULT_BATCH_SIZE, Embedder, Embeddings, LoadOptions};
 pub use error::{Error, Result};
 pub use files::{Dir, FileBytes, MemoryFiles, ModelFiles};
-pub use index::{Hit, VectorIndex};
 pub use model::{HeadConfig, SentenceT5, Variant};
 pub use quant::WeightDtype;
+pub use search_index::{Hit, VectorIndex};
 pub use vector_codes::Quantize;

@@ -373,7 +373,7 @@ fn hits_object(hits: &[Vec<Hit>], k: usize) -> Result<JsValue, JsValue> {
 }
 
 /// Top-k search over vectors kept on the device, f32 or int8 / binary codes (see
-/// `st5_core::index`); a quantized index's hits are candidates for [`Index::rescore`].
+/// `st5_core::search_index`); a quantized index's hits are candidates for [`Index::rescore`].
 #[wasm_bindgen]
 pub struct Index {
     inner: RefCell<VectorIndex>,
@@ -430,7 +430,7 @@ impl Index {
     /// The `k` best of one query's candidate `ids` by their exact f32 vectors `rows` (row-major,
     /// in the order of `ids`): `{ ids, scores, k }`.
     pub fn rescore(query: &[f32], ids: &[u32], rows: &[f32], k: usize) -> Result<JsValue, JsValue> {
-        let hits = st5_core::index::rescore(query, ids, rows, k).map_err(js_error)?;
+        let hits = st5_core::search_index::rescore(query, ids, rows, k).map_err(js_error)?;
         let kk = hits.len();
         hits_object(&[hits], kk)
     }
