@@ -549,7 +549,7 @@ fn distill_stage_learns_the_teacher() {
 #[test]
 fn encdec_first_trains_and_loads_back_identically() {
     use burn::module::Module;
-    use st5_core::host::{embed_ids, to_host};
+    use st5_core::transfer::{embed_ids, to_host};
     use st5_core::{Embedder, LoadOptions, Variant};
     let dir = scratch_dir("tiny-encdec");
     let config = tiny_config(
@@ -599,8 +599,8 @@ fn encdec_first_trains_and_loads_back_identically() {
 fn prompt_run_tunes_only_the_prompt_and_resumes_exactly() {
     use burn::module::Module;
     use st5_core::fingerprint::weights_fingerprint;
-    use st5_core::host::{embed_ids, to_host};
     use st5_core::prompt::Prompt;
+    use st5_core::transfer::{embed_ids, to_host};
     use st5_core::{Embedder, LoadOptions};
     use st5_trainer::config::TrainConfig;
     use st5_trainer::train::{Event, Run};

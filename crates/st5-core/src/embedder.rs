@@ -9,13 +9,13 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use crate::batch::plan_batches;
 use crate::error::{Error, Result};
 use crate::files::ModelFiles;
-use crate::host::{embed_ids, to_host, upload_ids};
 use crate::layout::ModelLayout;
 pub use crate::loader::{DEFAULT_BATCH_SIZE, LoadOptions};
 use crate::loader::{Loaded, load, load_dir};
 use crate::model::{SentenceT5, Variant};
 use crate::prompt::Prompt;
 use crate::tokenizer::T5Tokenizer;
+use crate::transfer::{embed_ids, to_host, upload_ids};
 use crate::weights::LoadReport;
 
 /// Row-major `[n, dim]` sentence embeddings.

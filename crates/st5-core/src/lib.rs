@@ -15,7 +15,7 @@
 //!   ([`quant`]);
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
-//! - [`host`]: the one path from token ids to embeddings on a device, and back to the host;
+//! - [`transfer`]: the one path from token ids to embeddings on a device, and back to the host;
 //! - [`loader`]: files to a model and tokenizer on a device, every tensor checked by name;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
 //! - [`search_index`]: [`VectorIndex`], top-k search over vectors kept on the device, f32 or
@@ -24,7 +24,6 @@
 pub mod batch;
 pub mod device;
 pub mod embedder;
-pub mod host;
 pub mod kernels;
 pub mod loader;
 pub mod model;
@@ -32,6 +31,7 @@ pub mod ops;
 pub mod save;
 pub mod search_index;
 pub mod t5;
+pub mod transfer;
 pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.

@@ -14,12 +14,12 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
-use crate::host::to_host;
 use crate::layout::ENCDEC_POOLING_MODE;
 use crate::loader::{LoadOptions, load};
 use crate::model::{SentenceT5, Variant};
 use crate::names::checkpoint_name;
 use crate::quant::{WeightDtype, is_quantized, quantization_config, quantize_rows, scale_name};
+use crate::transfer::to_host;
 use crate::weights::transpose2;
 
 /// What a saved directory needs besides the weights.

@@ -8,7 +8,7 @@ use super::rank::{Candidates, merge};
 use super::shard::Shard;
 use super::{Hit, VectorIndex};
 use crate::error::{Error, Result};
-use crate::host::to_host;
+use crate::transfer::to_host;
 use crate::vector_codes::{Codes, Packing};
 
 /// Scores per block of the device-side selection.

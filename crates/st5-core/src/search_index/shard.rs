@@ -8,7 +8,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::VectorIndex;
 use crate::error::{Error, Result};
-use crate::host::{to_host, to_host_as};
+use crate::transfer::{to_host, to_host_as};
 use crate::vector_codes::{Codes, Quantize};
 
 /// One buffer's worth of rows.

@@ -1,7 +1,8 @@
-//! The one path between the host and the device. Every caller that runs the model on token ids
-//! (the embedder, the trainer's step and its dev evaluation) pads and uploads them here, and
-//! every result that comes back to the host (embeddings, scores, losses, saved weights) is read
-//! back by [`to_host`].
+//! Transfers between the host and the device: the one path from token ids to embeddings on a
+//! device and back to the host. Every caller that runs the model on token ids (the embedder, the
+//! trainer's step and its dev evaluation) pads and uploads them here, and every result that comes
+//! back to the host (embeddings, scores, losses, index codes, saved weights) is read back by
+//! [`to_host`].
 
 use burn::tensor::{Device, Element, Int, Tensor, TensorData};
 
