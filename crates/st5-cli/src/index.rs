@@ -123,8 +123,9 @@ pub fn run(command: IndexCommand) -> Result<()> {
             let mut q = embedder.embed(&[query.as_str()])?;
             l2_normalize_rows(&mut q.data, q.dim);
             let oversample = oversample.unwrap_or(file.header.quantize.default_oversample());
-            let hits =
-                searchable.search_rescored(&q.data, k, oversample, |ids| file.rows(ids))?.remove(0);
+            let hits = searchable
+                .search_rescored(&q.data, k, oversample, |ids| Ok(file.rows(ids)?))?
+                .remove(0);
             let texts = file.texts()?;
             let mut out = std::io::stdout().lock();
             for (rank, hit) in hits.iter().enumerate() {

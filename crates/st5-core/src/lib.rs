@@ -19,11 +19,14 @@
 //! - [`loader`]: files to a model and tokenizer on a device, every tensor checked by name;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
 //! - [`search_index`]: [`VectorIndex`], top-k search over vectors kept on the device, f32 or
-//!   int8 / binary codes ([`vector_codes`]) with exact rescoring; [`index_file`]: a saved index.
+//!   int8 / binary codes ([`vector_codes`]) with exact rescoring; [`index_file`]: a saved index;
+//! - [`error`]: st5-core's error (device, read-back, buffer limit, weights, arguments), wrapping
+//!   st5-format's.
 
 pub mod batch;
 pub mod device;
 pub mod embedder;
+pub mod error;
 pub mod kernels;
 pub mod loader;
 pub mod model;
@@ -36,17 +39,19 @@ pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
-    charsmap, checkpoint, config, error, files, fingerprint, index_file, layout, names, npy, probe,
+    charsmap, checkpoint, config, files, fingerprint, index_file, layout, names, npy, probe,
     prompt, quant, rng, tokenizer, vector_codes,
 };
 
 pub use burn::tensor::Device;
 pub use config::T5Config;
 pub use device::Backend;
-pub use embedder::{DEFAULT_BATCH_SIZE, Embedder, Embeddings, LoadOptions};
+pub use embedder::{Embedder, Embeddings};
 pub use error::{Error, Result};
 pub use files::{Dir, FileBytes, MemoryFiles, ModelFiles};
-pub use model::{HeadConfig, SentenceT5, Variant};
+pub use loader::{DEFAULT_BATCH_SIZE, LoadOptions};
+pub use model::{HeadConfig, SentenceT5};
 pub use quant::WeightDtype;
 pub use search_index::{Hit, VectorIndex};
+pub use st5_format::variant::Variant;
 pub use vector_codes::Quantize;

@@ -8,7 +8,7 @@ use crate::config::T5Config;
 use crate::ops::{l2_normalize, mean_pool};
 use crate::t5::{Linear, T5Model};
 use crate::weights::VarBuilder;
-pub use st5_format::variant::Variant;
+use st5_format::variant::Variant;
 
 /// Head settings beyond the T5 config: the Dense projections (sentence-transformers `2_Dense`,
 /// possibly several) and whether to L2-normalise.

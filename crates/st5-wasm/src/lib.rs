@@ -126,7 +126,8 @@ fn lower(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// The one conversion of core errors to JS. Device failures (a lost device, a failed read-back
 /// or WebGPU initialisation) carry `code: "device"`, which the JS layer answers by re-running
 /// the call on the CPU; anything else is the caller's to fix.
-fn js_error(e: st5_core::Error) -> JsValue {
+fn js_error(e: impl Into<st5_core::Error>) -> JsValue {
+    let e = e.into();
     let code = match e {
         st5_core::Error::Device { .. } | st5_core::Error::Readback(_) => "device",
         st5_core::Error::Limit { .. } => "limit",
