@@ -60,7 +60,7 @@ fn load(max_seq_length: usize) -> Embedder {
     Embedder::load(&fixture("st-enc-mean-relu"), &options, &Device::flex()).unwrap()
 }
 
-fn assert_unit_rows(e: &st5_core::embedder::Embeddings, what: &str) {
+fn assert_unit_rows(e: &st5_core::Embeddings, what: &str) {
     for (i, row) in e.rows().enumerate() {
         let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!(row.iter().all(|x| x.is_finite()), "{what} row {i}: not finite");

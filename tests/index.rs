@@ -9,10 +9,10 @@
 
 use std::path::Path;
 
-use st5_core::index::brute_force;
 use st5_core::index_file::{self, IndexFile};
 use st5_core::model::l2_normalize_rows;
 use st5_core::rng::Rng;
+use st5_core::search_index::brute_force;
 use st5_core::{Backend, Device, Embedder, Hit, LoadOptions, Quantize, VectorIndex};
 use st5_tests::{root, scratch_dir, shared_data, st5_mini, wgpu_device};
 
@@ -183,7 +183,7 @@ fn recall_at_10_on_100k_real_sentences() {
         let mut index = VectorIndex::with_quantize(dim, &cpu, None, quantize).unwrap();
         index.add_codes(&file.codes().unwrap()).unwrap();
         let over = quantize.default_oversample();
-        let got = index.search_rescored(held_out, k, over, |ids| file.rows(ids)).unwrap();
+        let got = index.search_rescored(held_out, k, over, |ids| Ok(file.rows(ids)?)).unwrap();
         let mut found = 0;
         for ((hits, want), query) in got.iter().zip(&truth).zip(held_out.chunks(dim)) {
             found += hits.iter().filter(|h| want.iter().any(|w| w.id == h.id)).count();

@@ -5,6 +5,7 @@
 
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::{Backend, Device, Embedder, Error, LoadOptions, Variant, WeightDtype};
+use st5_format::Error as FormatError;
 use st5_tests::*;
 
 fn options(model: &str, variant: Option<Variant>, batch_size: usize) -> LoadOptions {
@@ -211,7 +212,8 @@ fn broken_directories_give_errors_naming_the_culprit() {
     std::fs::write(&st, &bytes[..bytes.len() / 2]).unwrap();
     let err = load_err(&dir, &tok);
     assert!(
-        matches!(err, Error::Safetensors { .. }) && err.to_string().contains("model.safetensors"),
+        matches!(err, Error::Format(FormatError::Safetensors { .. }))
+            && err.to_string().contains("model.safetensors"),
         "{err}"
     );
 
@@ -248,7 +250,7 @@ fn broken_directories_give_errors_naming_the_culprit() {
     std::fs::write(&cfg, text).unwrap();
     let err = load_err(&dir, &tok);
     assert!(
-        matches!(err, Error::Config { .. })
+        matches!(err, Error::Format(FormatError::Config { .. }))
             && err.to_string().contains("config.json")
             && err.to_string().contains("feed_forward_proj"),
         "{err}"

@@ -549,7 +549,7 @@ fn distill_stage_learns_the_teacher() {
 #[test]
 fn encdec_first_trains_and_loads_back_identically() {
     use burn::module::Module;
-    use st5_core::host::{embed_ids, to_host};
+    use st5_core::transfer::{embed_ids, to_host};
     use st5_core::{Embedder, LoadOptions, Variant};
     let dir = scratch_dir("tiny-encdec");
     let config = tiny_config(
@@ -590,17 +590,17 @@ fn encdec_first_trains_and_loads_back_identically() {
     assert_ne!(decoder(&saved), start);
 }
 
-/// Soft-prompt tuning (issue 16): the tiny two-stage config with `prompt_length = 4` tunes a
-/// prompt on the frozen `st-enc-mean-relu` fixture. A run that crashes after a checkpoint and is
-/// resumed writes the same prompt bit for bit as an uninterrupted run; the prompt file, applied
-/// to the fixture loaded from disk, embeds exactly as the trained model did in memory (so the
-/// model stayed frozen); training moved the prompt; another model refuses it.
+/// Soft-prompt tuning (Lester et al. 2021): the tiny two-stage config with `prompt_length = 4`
+/// tunes a prompt on the frozen `st-enc-mean-relu` fixture. A run that crashes after a checkpoint
+/// and is resumed writes the same prompt bit for bit as an uninterrupted run; the prompt file,
+/// applied to the fixture loaded from disk, embeds exactly as the trained model did in memory (so
+/// the model stayed frozen); training moved the prompt; another model refuses it.
 #[test]
 fn prompt_run_tunes_only_the_prompt_and_resumes_exactly() {
     use burn::module::Module;
     use st5_core::fingerprint::weights_fingerprint;
-    use st5_core::host::{embed_ids, to_host};
     use st5_core::prompt::Prompt;
+    use st5_core::transfer::{embed_ids, to_host};
     use st5_core::{Embedder, LoadOptions};
     use st5_trainer::config::TrainConfig;
     use st5_trainer::train::{Event, Run};

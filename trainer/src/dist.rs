@@ -13,7 +13,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
 use st5_core::SentenceT5;
-use st5_core::host::to_host;
+use st5_core::transfer::to_host;
 
 use crate::error::{Error, Result};
 

@@ -16,6 +16,10 @@ pub enum Error {
     Data { path: PathBuf, line: usize, message: String },
     #[error(transparent)]
     Model(#[from] st5_format::Error),
+    /// Running the model on a device (st5-core's error: the device, a read-back, a limit).
+    #[cfg(feature = "model")]
+    #[error(transparent)]
+    Core(#[from] st5_core::Error),
     #[cfg(feature = "model")]
     #[error("evaluation data: {0}")]
     Eval(#[from] st5_eval::EvalError),

@@ -7,7 +7,7 @@
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor};
 // Rows scaled to unit length: the model's own normaliser.
-use st5_core::model::l2_normalize as unit;
+use st5_core::ops::l2_normalize as unit;
 
 /// The loss's settings.
 #[derive(Debug, Clone, Copy, PartialEq)]

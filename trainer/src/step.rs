@@ -9,9 +9,9 @@ use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Tensor, TensorData};
 use st5_core::SentenceT5;
-use st5_core::host::{embed_ids, scalar};
+use st5_core::transfer::{embed_ids, scalar};
 // Rows scaled to unit length: the model's own normaliser, as in the contrastive loss.
-use st5_core::model::l2_normalize as unit;
+use st5_core::ops::l2_normalize as unit;
 
 use crate::loss::ContrastiveLoss;
 
@@ -167,13 +167,13 @@ pub fn gathered_gradients(
     let (mine, graph) = match chunk {
         None => {
             let e = embed_ids(model, &all, device);
-            (st5_core::host::to_host(e.clone().inner().try_into_data())?, Some(e))
+            (st5_core::transfer::to_host(e.clone().inner().try_into_data())?, Some(e))
         }
         Some(c) => {
             let frozen = model.valid();
             let mut mine = Vec::new();
             for piece in all.chunks(c) {
-                mine.extend(st5_core::host::to_host(
+                mine.extend(st5_core::transfer::to_host(
                     embed_ids(&frozen, piece, base).try_into_data(),
                 )?);
             }

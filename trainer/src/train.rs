@@ -13,12 +13,12 @@ use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer, OptimizerRecord
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use st5_core::files::Dir;
 use st5_core::fingerprint::weights_fingerprint;
-use st5_core::host::{embed_ids, scalar, to_host};
 use st5_core::loader::{Loaded, load_dir};
 use st5_core::prompt::{Prompt, PromptMeta};
 use st5_core::save::{SaveOptions, save_files, save_sentence_transformers, write_atomically};
 use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
+use st5_core::transfer::{embed_ids, scalar, to_host};
 use st5_core::{
     Backend, DEFAULT_BATCH_SIZE, FileBytes, LoadOptions, SentenceT5, Variant, WeightDtype,
 };

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use st5_core::index::brute_force;
 use st5_core::index_file::{self, IndexFile};
 use st5_core::model::l2_normalize_rows;
 use st5_core::rng::Rng;
+use st5_core::search_index::brute_force;
 use st5_core::{Backend, Hit, Quantize, VectorIndex};
 
 use crate::{ModelArgs, embed, read_lines};
@@ -123,8 +123,9 @@ pub fn run(command: IndexCommand) -> Result<()> {
             let mut q = embedder.embed(&[query.as_str()])?;
             l2_normalize_rows(&mut q.data, q.dim);
             let oversample = oversample.unwrap_or(file.header.quantize.default_oversample());
-            let hits =
-                searchable.search_rescored(&q.data, k, oversample, |ids| file.rows(ids))?.remove(0);
+            let hits = searchable
+                .search_rescored(&q.data, k, oversample, |ids| Ok(file.rows(ids)?))?
+                .remove(0);
             let texts = file.texts()?;
             let mut out = std::io::stdout().lock();
             for (rank, hit) in hits.iter().enumerate() {

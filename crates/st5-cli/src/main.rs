@@ -162,8 +162,8 @@ struct ModelArgs {
 
 /// clap's parser for st5's closed sets (variant, dtype, backend, quantize): their own `FromStr`,
 /// whose error lists the accepted names.
-fn parse_name<T: std::str::FromStr<Err = st5_core::Error>>(s: &str) -> Result<T, String> {
-    s.parse().map_err(|e: st5_core::Error| e.to_string())
+fn parse_name<T: std::str::FromStr<Err: std::fmt::Display>>(s: &str) -> Result<T, String> {
+    s.parse().map_err(|e: T::Err| e.to_string())
 }
 
 impl ModelArgs {

@@ -9,14 +9,16 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use crate::batch::plan_batches;
 use crate::error::{Error, Result};
 use crate::files::ModelFiles;
-use crate::host::{embed_ids, to_host, upload_ids};
 use crate::layout::ModelLayout;
-pub use crate::loader::{DEFAULT_BATCH_SIZE, LoadOptions};
+use crate::loader::LoadOptions;
 use crate::loader::{Loaded, load, load_dir};
-use crate::model::{SentenceT5, Variant};
+use crate::model::SentenceT5;
 use crate::prompt::Prompt;
 use crate::tokenizer::T5Tokenizer;
+use crate::transfer::{embed_ids, to_host, upload_ids};
 use crate::weights::LoadReport;
+use st5_format::Error as FormatError;
+use st5_format::variant::Variant;
 
 /// Row-major `[n, dim]` sentence embeddings.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,13 +134,14 @@ impl Embedder {
         };
         prompt.check_base(fingerprint, self.layout.config.d_model, path)?;
         if prompt.meta.variant != self.model.variant {
-            return Err(Error::Prompt {
+            return Err(FormatError::Prompt {
                 path: path.into(),
                 message: format!(
                     "trained with {} pooling, but this model pools {}",
                     prompt.meta.variant, self.model.variant
                 ),
-            });
+            }
+            .into());
         }
         let shape = [prompt.meta.length, prompt.meta.d_model];
         let values = TensorData::new(prompt.values.clone(), shape);

@@ -3,6 +3,9 @@
 //!
 //! Layers, each usable alone (those marked † are st5-format's, re-exported):
 //! - [`config`] †: `T5Config` from `config.json`, validated;
+//! - [`kernels`]: fused GPU kernels (cubecl), the lowest layer, on plain tensors;
+//! - [`ops`]: each fused operation (Linear, RMS norm, attention, pooling, L2 norm): its kernel,
+//!   or the tensor-operation reference beside it;
 //! - [`t5`]: the T5 encoder/decoder stacks, named like Hugging Face's modules;
 //! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
 //! - [`checkpoint`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from
@@ -12,37 +15,43 @@
 //!   ([`quant`]);
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`tokenizer`] and [`batch`]: T5 tokenization and length-bucketed batching;
-//! - [`host`]: the one path from token ids to embeddings on a device, and back to the host;
+//! - [`transfer`]: the one path from token ids to embeddings on a device, and back to the host;
 //! - [`loader`]: files to a model and tokenizer on a device, every tensor checked by name;
 //! - [`embedder`]: [`Embedder`], texts in, `[n, dim]` out;
-//! - [`index`]: [`VectorIndex`], top-k search over vectors kept on the device, f32 or int8 /
-//!   binary codes ([`vector_codes`]) with exact rescoring; [`index_file`]: a saved index.
+//! - [`search_index`]: [`VectorIndex`], top-k search over vectors kept on the device, f32 or
+//!   int8 / binary codes ([`vector_codes`]) with exact rescoring; [`index_file`]: a saved index;
+//! - [`error`]: st5-core's error (device, read-back, buffer limit, weights, arguments), wrapping
+//!   st5-format's.
 
 pub mod batch;
 pub mod device;
 pub mod embedder;
-pub mod host;
-pub mod index;
+pub mod error;
 pub mod kernels;
 pub mod loader;
 pub mod model;
+pub mod ops;
 pub mod save;
+pub mod search_index;
 pub mod t5;
+pub mod transfer;
 pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
-    charsmap, checkpoint, config, error, files, fingerprint, index_file, layout, names, npy, probe,
+    charsmap, checkpoint, config, files, fingerprint, index_file, layout, names, npy, probe,
     prompt, quant, rng, tokenizer, vector_codes,
 };
 
 pub use burn::tensor::Device;
 pub use config::T5Config;
 pub use device::Backend;
-pub use embedder::{DEFAULT_BATCH_SIZE, Embedder, Embeddings, LoadOptions};
+pub use embedder::{Embedder, Embeddings};
 pub use error::{Error, Result};
 pub use files::{Dir, FileBytes, MemoryFiles, ModelFiles};
-pub use index::{Hit, VectorIndex};
-pub use model::{HeadConfig, SentenceT5, Variant};
+pub use loader::{DEFAULT_BATCH_SIZE, LoadOptions};
+pub use model::{HeadConfig, SentenceT5};
 pub use quant::WeightDtype;
+pub use search_index::{Hit, VectorIndex};
+pub use st5_format::variant::Variant;
 pub use vector_codes::Quantize;

@@ -12,9 +12,11 @@ use crate::checkpoint::Checkpoint;
 use crate::error::{Error, Result};
 use crate::files::{Dir, FileBytes, ModelFiles, join};
 use crate::layout::ModelLayout;
-use crate::model::{HeadConfig, SentenceT5, Variant};
+use crate::model::{HeadConfig, SentenceT5};
 use crate::tokenizer::T5Tokenizer;
 use crate::weights::{LoadReport, VarBuilder};
+use st5_format::Error as FormatError;
+use st5_format::variant::Variant;
 
 /// Options for [`Embedder::load`]; `Default` follows the model directory.
 #[derive(Debug, Clone)]
@@ -63,7 +65,7 @@ pub struct Loaded {
 /// Loads the model directory `dir` onto `device`; a missing directory is named.
 pub fn load_dir(dir: &Path, options: &LoadOptions, device: &Device) -> Result<Loaded> {
     if !dir.is_dir() {
-        return Err(Error::layout(dir, "model directory not found"));
+        return Err(FormatError::layout(dir, "model directory not found").into());
     }
     load(&Dir(dir.to_path_buf()), options, device)
 }
@@ -85,20 +87,21 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
     let mut width = cfg.d_model;
     for (dir, (d_in, d_out, _)) in &layout.dense {
         if *d_in != width {
-            return Err(Error::config(
+            return Err(FormatError::config(
                 files.path(&join(dir, "config.json")),
                 format!("Dense in_features is {d_in}, but its input has width {width}"),
-            ));
+            )
+            .into());
         }
         width = *d_out;
     }
     let ckpt = Rc::new(Checkpoint::open(files, &layout.transformer)?);
     if variant.needs_decoder() && !ckpt.names().any(|n| n.contains("decoder.block.0.")) {
-        return Err(Error::layout(
+        return Err(FormatError::layout(
             &layout.transformer_dir,
             "variant encdec-first needs the T5 decoder weights (decoder.block.*), but this checkpoint holds an \
                  encoder only; use enc-mean or enc-first, or a full T5 checkpoint",
-        ));
+        ).into());
     }
     let t5_vb = VarBuilder::from_checkpoint(ckpt, device);
     let mut dense_vbs = Vec::new();
@@ -131,18 +134,21 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
     }
     let max_len = options.max_seq_length.unwrap_or(layout.max_seq_length);
     let (tokenizer_json, tokenizer_path) = match (&options.tokenizer, &layout.tokenizer) {
-        (Some(path), _) => (FileBytes::map(path).map_err(|e| Error::io(path, e))?, path.clone()),
+        (Some(path), _) => {
+            (FileBytes::map(path).map_err(|e| FormatError::io(path, e))?, path.clone())
+        }
         (None, Some(rel)) => {
             let bytes = files.read(rel)?.ok_or_else(|| {
-                Error::layout(files.path(rel), "tokenizer.json vanished while loading")
+                FormatError::layout(files.path(rel), "tokenizer.json vanished while loading")
             })?;
             (bytes, files.path(rel))
         }
         (None, None) => {
-            return Err(Error::layout(
+            return Err(FormatError::layout(
                 files.path(""),
                 "no tokenizer.json in the model directory; pass one explicitly (--tokenizer)",
-            ));
+            )
+            .into());
         }
     };
     let tokenizer = T5Tokenizer::from_bytes(&tokenizer_json, max_len, tokenizer_path)?;

@@ -5,10 +5,10 @@ use burn::module::{Module, Param};
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::config::T5Config;
-use crate::kernels;
+use crate::ops::{l2_normalize, mean_pool};
 use crate::t5::{Linear, T5Model};
 use crate::weights::VarBuilder;
-pub use st5_format::variant::Variant;
+use st5_format::variant::Variant;
 
 /// Head settings beyond the T5 config: the Dense projections (sentence-transformers `2_Dense`,
 /// possibly several) and whether to L2-normalise.
@@ -124,31 +124,6 @@ impl SentenceT5 {
         let projected = self.dense.iter().fold(pooled, |x, l| l.forward(x));
         if self.normalize { l2_normalize(projected) } else { projected }
     }
-}
-
-/// The masked mean over the sequence: `text` `[batch, seq, d]`, `mask` `[batch, seq]` (1.0
-/// token, 0.0 padding) → `[batch, d]`. One fused kernel on the GPU ([`kernels::mean_pool`]).
-pub fn mean_pool(text: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
-    kernels::mean_pool(&text, &mask).unwrap_or_else(|| {
-        let [b, _, d] = text.dims();
-        let summed = (text * mask.clone().unsqueeze_dim(2)).sum_dim(1).reshape([b, d]);
-        // sentence-transformers clamps the count at 1e-9; every text has at least `</s>`.
-        summed / mask.sum_dim(1).clamp_min(1e-9)
-    })
-}
-
-/// `x / max(‖x‖₂, 1e-12)` per row, as `torch.nn.functional.normalize`. `[n, dim]` → same.
-/// One fused kernel on the GPU ([`kernels::l2_normalize`]).
-pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
-    kernels::l2_normalize(&x).unwrap_or_else(|| l2_normalize_reference(x))
-}
-
-/// [`l2_normalize`] as tensor operations (the trainer's loss differentiates through it).
-pub fn l2_normalize_reference(x: Tensor<2>) -> Tensor<2> {
-    // `square`: the value of `powi_scalar(2)`, with the plain `2x` gradient (the trainer's loss
-    // normalises with this function too).
-    let norm = x.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
-    x / norm
 }
 
 /// [`l2_normalize`] on the host, in place, for row-major `[n, dim]` values already read back

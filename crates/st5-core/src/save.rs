@@ -14,13 +14,15 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
-use crate::host::to_host;
 use crate::layout::ENCDEC_POOLING_MODE;
 use crate::loader::{LoadOptions, load};
-use crate::model::{SentenceT5, Variant};
+use crate::model::SentenceT5;
 use crate::names::checkpoint_name;
 use crate::quant::{WeightDtype, is_quantized, quantization_config, quantize_rows, scale_name};
+use crate::transfer::to_host;
 use crate::weights::transpose2;
+use st5_format::Error as FormatError;
+use st5_format::variant::Variant;
 
 /// What a saved directory needs besides the weights.
 pub struct SaveOptions<'a> {
@@ -102,15 +104,15 @@ fn safetensors_bytes(
     });
     let meta = Some(std::collections::HashMap::from([("format".to_string(), "pt".to_string())]));
     safetensors::serialize(views, meta)
-        .map_err(|source| Error::Safetensors { path: path.to_path_buf(), source })
+        .map_err(|source| FormatError::Safetensors { path: path.to_path_buf(), source }.into())
 }
 
 fn write(dir: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
     let p = dir.join(rel);
     if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        std::fs::create_dir_all(parent).map_err(|e| FormatError::io(parent, e))?;
     }
-    std::fs::write(&p, bytes).map_err(|e| Error::io(&p, e))
+    std::fs::write(&p, bytes).map_err(|e| FormatError::io(&p, e).into())
 }
 
 fn json_bytes(v: serde_json::Value) -> Vec<u8> {
@@ -343,7 +345,7 @@ pub fn convert(
     let config_rel = join(&loaded.layout.transformer, "config.json");
     let config = files
         .json::<serde_json::Value>(&config_rel)?
-        .ok_or_else(|| Error::layout(files.path(&config_rel), "missing"))?;
+        .ok_or_else(|| FormatError::layout(files.path(&config_rel), "missing"))?;
     let readme = files.read("README.md")?.map(|b| String::from_utf8_lossy(&b).into_owned());
     let save = SaveOptions {
         config,
@@ -372,8 +374,8 @@ pub fn save_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.saving"));
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    std::fs::write(&tmp, bytes).map_err(|e| FormatError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| FormatError::io(path, e).into())
 }
 
 /// Where a save into `dir` writes before it moves the result into place (`.{name}.saving`
@@ -394,9 +396,9 @@ fn replace_dir(staging: &Path, dir: &Path) -> Result<()> {
     let had_old = dir.exists();
     if had_old {
         let _ = std::fs::remove_dir_all(&old);
-        std::fs::rename(dir, &old).map_err(|e| Error::io(dir, e))?;
+        std::fs::rename(dir, &old).map_err(|e| FormatError::io(dir, e))?;
     }
-    std::fs::rename(staging, dir).map_err(|e| Error::io(dir, e))?;
+    std::fs::rename(staging, dir).map_err(|e| FormatError::io(dir, e))?;
     if had_old {
         let _ = std::fs::remove_dir_all(&old);
     }

@@ -10,18 +10,13 @@
 #![allow(non_snake_case)]
 
 use burn::module::{Module, Param};
-use burn::tensor::activation::{gelu, gelu_approximate, relu, silu, softmax};
+use burn::tensor::activation::{gelu, gelu_approximate, relu, silu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use std::cell::OnceCell;
 
 use crate::config::{Activation, T5Config};
-use crate::kernels;
 use crate::names::block_layer;
+use crate::ops::{self, AttentionBias};
 use crate::weights::{Init, VarBuilder};
-
-/// Large negative added to masked attention logits. HF uses `finfo(f32).min`; any value whose
-/// `exp` underflows to exactly 0 gives the same softmax, and this one cannot overflow to -inf.
-const MASKED: f32 = -1e9;
 
 /// `y = x W + b` with `W` stored `[d_in, d_out]` (PyTorch's `[out, in]`, transposed at load).
 #[derive(Module, Debug)]
@@ -42,27 +37,10 @@ impl Linear {
         }
     }
 
-    /// `[..., d_in]` → `[..., d_out]`
+    /// `[..., d_in]` → `[..., d_out]`. One fused kernel on the GPU without a bias
+    /// ([`ops::linear`]).
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let weight = self.weight.val();
-        if self.bias.is_none()
-            && let Some(y) = kernels::matmul(&x, &weight)
-        {
-            return y;
-        }
-        // As one `[rows, d_in]` matrix (a view of a contiguous `x`): burn keeps a `[b, s, d]`
-        // input batched when `s` is a multiple of 32, i.e. b small gemms, and the backward
-        // pass then repacks the whole weight for each of them.
-        let mut dims = x.dims();
-        let [d_in, d_out] = weight.dims();
-        let rows = dims[..D - 1].iter().product::<usize>();
-        let y = burn::tensor::module::linear(
-            x.reshape([rows, d_in]),
-            weight,
-            self.bias.as_ref().map(Param::val),
-        );
-        dims[D - 1] = d_out;
-        y.reshape(dims)
+        ops::linear(x, self.weight.val(), self.bias.as_ref().map(Param::val))
     }
 }
 
@@ -80,20 +58,10 @@ impl T5LayerNorm {
         Self { weight: vb.get([d_model], "weight", Init::Ones), eps }
     }
 
-    /// `[batch, seq, d_model]` → same. One fused kernel on the GPU ([`kernels::rms_norm`]).
+    /// `[batch, seq, d_model]` → same. One fused kernel on the GPU ([`ops::rms_norm`]).
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let weight = self.weight.val();
-        kernels::rms_norm(&x, &weight, self.eps)
-            .unwrap_or_else(|| rms_norm_reference(x, weight, self.eps))
+        ops::rms_norm(x, self.weight.val(), self.eps)
     }
-}
-
-/// RMS norm as tensor operations, the reference for [`kernels::rms_norm`]: `x` `[batch, seq, d]`,
-/// `weight` `[d]` → `[batch, seq, d]`.
-pub fn rms_norm_reference(x: Tensor<3>, weight: Tensor<1>, eps: f64) -> Tensor<3> {
-    let variance = x.clone().powi_scalar(2).mean_dim(2);
-    let d = weight.dims()[0];
-    x * (variance + eps).sqrt().recip() * weight.reshape([1, 1, d])
 }
 
 /// The feed-forward block: `wo(act(wi x))`, or gated `wo(act(wi_0 x) * wi_1 x)`. Fields are
@@ -260,88 +228,12 @@ impl T5Attention {
     }
 
     /// `x`: `[batch, q_len, d_model]`; `kv`: `[batch, k_len, d_model]` (cross-attention) or `x`.
-    /// Returns `[batch, q_len, d_model]`. One fused kernel on the GPU ([`kernels::attention`]).
+    /// Returns `[batch, q_len, d_model]`. One fused kernel on the GPU ([`ops::attention`]).
     pub fn forward(&self, x: Tensor<3>, kv: Option<Tensor<3>>, bias: &AttentionBias) -> Tensor<3> {
         let kv = kv.unwrap_or_else(|| x.clone());
         let (q, k, v) = (self.q.forward(x), self.k.forward(kv.clone()), self.v.forward(kv));
-        let out = kernels::attention(&q, &k, &v, bias, self.num_heads, self.d_kv)
-            .unwrap_or_else(|| attention_reference(q, k, v, bias, self.num_heads, self.d_kv));
+        let out = ops::attention(q, k, v, bias, self.num_heads, self.d_kv);
         self.o.forward(out)
-    }
-}
-
-/// Attention as tensor operations, the reference for [`kernels::attention`]: `q` `[batch, q_len,
-/// heads · d_kv]`, `k`, `v` `[batch, k_len, heads · d_kv]` → `[batch, q_len, heads · d_kv]`.
-pub fn attention_reference(
-    q: Tensor<3>,
-    k: Tensor<3>,
-    v: Tensor<3>,
-    bias: &AttentionBias,
-    num_heads: usize,
-    d_kv: usize,
-) -> Tensor<3> {
-    let [b, q_len, _] = q.dims();
-    let k_len = k.dims()[1];
-    let heads = |t: Tensor<3>, len: usize| t.reshape([b, len, num_heads, d_kv]).swap_dims(1, 2);
-    let (q, k, v) = (heads(q, q_len), heads(k, k_len), heads(v, k_len));
-    // No 1/sqrt(d_kv): T5 folds it into the initialisation of q.
-    let scores = q.matmul(k.swap_dims(2, 3)) + bias.dense();
-    let attn = softmax(scores, 3);
-    attn.matmul(v).swap_dims(1, 2).reshape([b, q_len, num_heads * d_kv])
-}
-
-/// What an attention layer adds to its logits: T5's relative-position bias (block 0's table
-/// and each pair's bucket), the keys' padding mask and, in the decoder, the causal mask. Built
-/// once per stack and pass; the reference path materialises it once as `[batch|1, heads, q_len,
-/// k_len]` ([`dense`](Self::dense)), the fused kernel reads the parts.
-pub struct AttentionBias {
-    /// `[num_buckets, heads]` and `[q_len, k_len]`; `None` for cross-attention.
-    pub position: Option<(Tensor<2>, Tensor<2, Int>)>,
-    /// `[batch, k_len]`: 1.0 for a token, 0.0 for padding.
-    pub keys: Tensor<2>,
-    pub causal: bool,
-    dense: OnceCell<Tensor<4>>,
-}
-
-impl AttentionBias {
-    pub fn new(
-        position: Option<(Tensor<2>, Tensor<2, Int>)>,
-        keys: Tensor<2>,
-        causal: bool,
-    ) -> Self {
-        Self { position, keys, causal, dense: OnceCell::new() }
-    }
-
-    /// The whole bias `[batch|1, heads, q_len, k_len]`: table rows gathered by bucket, plus the
-    /// padding mask, plus (decoder) the causal mask.
-    pub fn dense(&self) -> Tensor<4> {
-        self.dense
-            .get_or_init(|| {
-                let mask = mask_bias(self.keys.clone());
-                match &self.position {
-                    Some((table, buckets)) => {
-                        let [q_len, k_len] = buckets.dims();
-                        let heads = table.dims()[1];
-                        let gathered = table
-                            .clone()
-                            .select(0, buckets.clone().reshape([q_len * k_len]))
-                            .reshape([q_len, k_len, heads])
-                            .permute([2, 0, 1])
-                            .unsqueeze_dim(0);
-                        let bias = gathered + mask;
-                        if !self.causal {
-                            return bias;
-                        }
-                        // Causal: position q sees keys 0..=q only.
-                        let future = Tensor::<2>::ones([q_len, k_len], &self.keys.device())
-                            .triu(1)
-                            .mul_scalar(MASKED);
-                        bias + future.unsqueeze_dims(&[0, 1])
-                    }
-                    None => mask,
-                }
-            })
-            .clone()
     }
 }
 
@@ -417,12 +309,6 @@ impl T5Block {
         };
         self.ff.forward(x)
     }
-}
-
-/// The additive attention mask `[batch, 1, 1, seq]`: 0 for tokens, a large negative for padding.
-/// `mask`: `[batch, seq]` of 1.0 (token) / 0.0 (padding).
-pub fn mask_bias(mask: Tensor<2>) -> Tensor<4> {
-    (mask.ones_like() - mask).mul_scalar(-MASKED).neg().unsqueeze_dims(&[1, 2])
 }
 
 /// An encoder or decoder stack: `embed_tokens` (usually tied to `shared`), `block.{i}` and

@@ -1,8 +1,10 @@
-//! The one error type of `st5-core`: every failure names the file, tensor or text at fault.
+//! The error type of `st5-format`: what reading a model's files can fail with, each failure naming
+//! the file, tensor or text at fault. st5-core wraps it in its own error, beside the failures of
+//! running the model on a device.
 
 use std::path::PathBuf;
 
-/// Errors from loading, tokenizing and embedding.
+/// Errors from reading and parsing model files, tokenizing, and invalid arguments.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file or directory could not be read.
@@ -44,9 +46,6 @@ pub enum Error {
     /// A search index file (`st5 index build`) is truncated, corrupt or not an index.
     #[error("index file {}: {message}", path.display())]
     Index { path: PathBuf, message: String },
-    /// Tensors the model needs are missing or have the wrong shape.
-    #[error("weights in {} do not match the model config:\n{report}", path.display())]
-    Weights { path: PathBuf, report: String },
     /// The tokenizer could not be loaded or failed on a text.
     #[error("tokenizer {}: {source}", path.display())]
     Tokenizer {
@@ -54,17 +53,6 @@ pub enum Error {
         #[source]
         source: tokenizers::Error,
     },
-    /// The wgpu device could not be initialised (no adapter, no Vulkan driver, ...).
-    #[error("cannot initialise the {device} device: {message}")]
-    Device { device: String, message: String },
-    /// Reading a result back from the device failed.
-    #[error("reading results from the device failed: {0}")]
-    Readback(String),
-    /// One tensor would need a larger device buffer than the device allows.
-    #[error(
-        "{what} needs {bytes} bytes in one device buffer, but this device allows at most {limit}{hint}"
-    )]
-    Limit { what: String, bytes: u64, limit: u64, hint: &'static str },
     /// An argument is invalid (a zero batch size, an unknown variant name, ...).
     #[error("{0}")]
     Invalid(String),

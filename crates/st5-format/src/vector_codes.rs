@@ -15,7 +15,7 @@
 //! `v ≈ s · (a·u + c)` with `(a, c)` from [`Packing::affine`]; padding dims decode to 0 for int8
 //! and meet zero query entries for binary.
 //!
-//! [`VectorIndex`]: https://docs.rs/st5-core (st5_core::index::VectorIndex)
+//! [`VectorIndex`]: https://docs.rs/st5-core (st5_core::VectorIndex)
 
 use std::fmt;
 use std::str::FromStr;

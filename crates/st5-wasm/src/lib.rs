@@ -126,7 +126,8 @@ fn lower(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// The one conversion of core errors to JS. Device failures (a lost device, a failed read-back
 /// or WebGPU initialisation) carry `code: "device"`, which the JS layer answers by re-running
 /// the call on the CPU; anything else is the caller's to fix.
-fn js_error(e: st5_core::Error) -> JsValue {
+fn js_error(e: impl Into<st5_core::Error>) -> JsValue {
+    let e = e.into();
     let code = match e {
         st5_core::Error::Device { .. } | st5_core::Error::Readback(_) => "device",
         st5_core::Error::Limit { .. } => "limit",
@@ -373,7 +374,7 @@ fn hits_object(hits: &[Vec<Hit>], k: usize) -> Result<JsValue, JsValue> {
 }
 
 /// Top-k search over vectors kept on the device, f32 or int8 / binary codes (see
-/// `st5_core::index`); a quantized index's hits are candidates for [`Index::rescore`].
+/// `st5_core::search_index`); a quantized index's hits are candidates for [`Index::rescore`].
 #[wasm_bindgen]
 pub struct Index {
     inner: RefCell<VectorIndex>,
@@ -430,7 +431,7 @@ impl Index {
     /// The `k` best of one query's candidate `ids` by their exact f32 vectors `rows` (row-major,
     /// in the order of `ids`): `{ ids, scores, k }`.
     pub fn rescore(query: &[f32], ids: &[u32], rows: &[f32], k: usize) -> Result<JsValue, JsValue> {
-        let hits = st5_core::index::rescore(query, ids, rows, k).map_err(js_error)?;
+        let hits = st5_core::search_index::rescore(query, ids, rows, k).map_err(js_error)?;
         let kk = hits.len();
         hits_object(&[hits], kk)
     }

@@ -1,9 +1,10 @@
-//! The one path between the host and the device. Every caller that runs the model on token ids
-//! (the embedder, the trainer's step and its dev evaluation) pads and uploads them here, and
-//! every result that comes back to the host (embeddings, scores, losses, saved weights) is read
-//! back by [`to_host`].
+//! Transfers between the host and the device: the one path from token ids to embeddings on a
+//! device and back to the host. Every caller that runs the model on token ids (the embedder, the
+//! trainer's step and its dev evaluation) pads and uploads them here, and every result that comes
+//! back to the host (embeddings, scores, losses, index codes, saved weights) is read back by
+//! [`to_host`].
 
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Element, Int, Tensor, TensorData};
 
 use crate::batch::pad;
 use crate::error::{Error, Result};
@@ -30,8 +31,15 @@ pub fn embed_ids(model: &SentenceT5, seqs: &[&[u32]], device: &Device) -> Tensor
 /// Takes the result of `try_into_data()` or `into_data_async().await`, so the synchronous and
 /// the browser's asynchronous read-backs share one error path.
 pub fn to_host<E: std::fmt::Debug>(data: std::result::Result<TensorData, E>) -> Result<Vec<f32>> {
+    to_host_as::<f32, E>(data)
+}
+
+/// As [`to_host`], as `T` (an index's packed code words read back as `i32`).
+pub fn to_host_as<T: Element, E: std::fmt::Debug>(
+    data: std::result::Result<TensorData, E>,
+) -> Result<Vec<T>> {
     let data = data.map_err(|e| Error::Readback(format!("{e:?}")))?;
-    data.convert::<f32>().try_into_vec::<f32>().map_err(|e| Error::Readback(format!("{e:?}")))
+    data.convert::<T>().try_into_vec::<T>().map_err(|e| Error::Readback(format!("{e:?}")))
 }
 
 /// The single value of a one-element tensor (a loss, a norm), NaN when it cannot be read.

@@ -1,0 +1,65 @@
+//! Fused GPU kernels for the T5 forward pass (cubecl: WGSL on WebGPU, wgpu natively), one file
+//! per kernel family.
+//!
+//! burn runs T5's RMS norm as 7 kernels (square, mean, add, sqrt, recip, two products) and
+//! self-attention as about 12 (head copies, two batched matmuls, bias and mask adds, softmax's
+//! max, sub, exp, sum and div). Each distinct kernel is a pipeline the browser compiles before
+//! the first vector, and each launch is a dispatch on every forward pass, so both cost time before
+//! and during every embedding. Here each of these is one kernel:
+//! - [`rms_norm`] and [`l2_normalize`] (`norm.rs`), [`mean_pool`] (`pool.rs`);
+//! - [`attention`] (`attention.rs`): scores, T5's bucketed position bias, the padding and causal
+//!   masks, softmax and the weighted sum of values, reading the query, key and value projections
+//!   in place, `[batch, seq, heads · d_kv]`, and writing the output in the layout the `o`
+//!   projection reads;
+//! - [`matmul`] (`matmul.rs`): the Linear layers' matrix product, register-tiled (see there for
+//!   why).
+//!
+//! st5-mini's forward pass on WebGPU went from 35 pipelines and 105 dispatches to 9 and 31.
+//!
+//! This is the lowest layer: it takes plain tensors and parameters and knows nothing of the
+//! model. Each function returns `None` where its kernel does not apply: on the CPU (flex), under
+//! autodiff (the trainer) and for a dtype other than f32. [`crate::ops`] then runs the reference
+//! beside it, and its unit tests check each kernel against that reference on the GPU.
+
+use burn::tensor::{DType, Shape, Tensor};
+use burn_cubecl::CubeBackend;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::CubeCount;
+use cubecl::{CubeDim, calculate_cube_count_elemwise};
+
+mod attention;
+mod matmul;
+mod norm;
+mod pool;
+
+pub use attention::attention;
+pub use matmul::matmul;
+pub use norm::{l2_normalize, rms_norm};
+pub use pool::mean_pool;
+
+/// The contiguous f32 GPU tensor under `t`, or `None` on the CPU, under autodiff or for another
+/// dtype (the caller then runs the reference).
+fn gpu_f32<const D: usize>(t: &Tensor<D>) -> Option<CubeTensor> {
+    let t = t.clone().try_into_primitive::<CubeBackend>().ok()?;
+    (t.dtype == DType::F32).then(|| contiguous(t))
+}
+
+fn contiguous(t: CubeTensor) -> CubeTensor {
+    if t.is_contiguous() { t } else { into_contiguous(t) }
+}
+
+/// An empty f32 output on `like`'s device, and the launch shape for `units` units (one unit per
+/// row, tile or element) in cubes of the device's preferred size.
+fn output<const D: usize>(
+    like: &CubeTensor,
+    shape: [usize; D],
+    units: usize,
+) -> (CubeTensor, CubeCount, CubeDim) {
+    let out =
+        empty_device_dtype(like.client.clone(), like.device.clone(), Shape::new(shape), DType::F32);
+    let units = units.max(1);
+    let dim = CubeDim::new(&like.client, units);
+    (out, calculate_cube_count_elemwise(&like.client, units, dim), dim)
+}

@@ -1,0 +1,101 @@
+//! Row normalisations, one unit per row: T5's RMS norm and the L2 normalisation of the
+//! sentence embeddings.
+
+use burn::tensor::Tensor;
+use burn_cubecl::CubeBackend;
+
+use super::{gpu_f32, output};
+use cube::{l2_normalize_kernel, rms_norm_kernel};
+
+/// The kernels, in cubecl's dialect of Rust (its `Tensor` is a kernel argument, not burn's).
+mod cube {
+    use cubecl::prelude::*;
+
+    /// One unit per row: `out = x · (mean(x²) + eps)^-½ · weight`, in the reference's order.
+    /// `x`, `out`: `[rows, d]`; `weight`: `[d]`.
+    #[cube(launch)]
+    pub fn rms_norm_kernel(
+        x: &Tensor<f32>,
+        weight: &Tensor<f32>,
+        out: &mut Tensor<f32>,
+        rows: usize,
+        d: usize,
+        eps: f32,
+    ) {
+        let row = ABSOLUTE_POS;
+        if row >= rows {
+            terminate!();
+        }
+        let base = row * d;
+        let inv = (sum_of_squares(x, base, d) / f32::cast_from(d) + eps).sqrt().recip();
+        for i in 0..d {
+            out[base + i] = x[base + i] * inv * weight[i];
+        }
+    }
+
+    /// One unit per row: `x / max(‖x‖₂, 1e-12)`. `x`, `out`: `[rows, d]`.
+    #[cube(launch)]
+    pub fn l2_normalize_kernel(x: &Tensor<f32>, out: &mut Tensor<f32>, rows: usize, d: usize) {
+        let row = ABSOLUTE_POS;
+        if row >= rows {
+            terminate!();
+        }
+        let base = row * d;
+        let mut norm = sum_of_squares(x, base, d).sqrt();
+        if norm < f32::new(1e-12) {
+            norm = f32::new(1e-12);
+        }
+        for i in 0..d {
+            out[base + i] = x[base + i] / norm;
+        }
+    }
+
+    /// `Σ x[base + i]²` over `i < d`.
+    #[cube]
+    fn sum_of_squares(x: &Tensor<f32>, base: usize, d: usize) -> f32 {
+        let mut sum = f32::new(0.0);
+        for i in 0..d {
+            let v = x[base + i];
+            sum += v * v;
+        }
+        sum
+    }
+}
+
+/// T5's RMS norm in one kernel: `x` `[batch, seq, d]`, `weight` `[d]` → `[batch, seq, d]`.
+/// `None` where the reference must run (see [`crate::kernels`]).
+pub fn rms_norm(x: &Tensor<3>, weight: &Tensor<1>, eps: f64) -> Option<Tensor<3>> {
+    let (xc, wc) = (gpu_f32(x)?, gpu_f32(weight)?);
+    let [b, s, d] = x.dims();
+    let rows = b * s;
+    let (out, count, dim) = output(&xc, [b, s, d], rows);
+    rms_norm_kernel::launch(
+        &xc.client.clone(),
+        count,
+        dim,
+        xc.into_tensor_arg(),
+        wc.into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        rows,
+        d,
+        eps as f32,
+    );
+    Some(Tensor::from_primitive::<CubeBackend>(out))
+}
+
+/// L2 normalisation in one kernel: `x` `[rows, d]` → same. `None` where the reference must run.
+pub fn l2_normalize(x: &Tensor<2>) -> Option<Tensor<2>> {
+    let xc = gpu_f32(x)?;
+    let [rows, d] = x.dims();
+    let (out, count, dim) = output(&xc, [rows, d], rows);
+    l2_normalize_kernel::launch(
+        &xc.client.clone(),
+        count,
+        dim,
+        xc.into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        rows,
+        d,
+    );
+    Some(Tensor::from_primitive::<CubeBackend>(out))
+}

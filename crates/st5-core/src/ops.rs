@@ -1,0 +1,355 @@
+//! The model's fused operations, each a dispatcher with its reference beside it: the GPU kernel
+//! ([`crate::kernels`]) where one applies, else the same operation as burn tensor operations.
+//! The reference is what runs on the CPU (flex), under autodiff (the trainer's loss
+//! differentiates through it) and for a dtype other than f32; the unit tests below check each
+//! kernel against it on the GPU. The model (`t5.rs`, `model.rs`) calls these, never the kernels.
+//!
+//! - [`linear`]: a Linear layer's `x · W + b` ([`kernels::matmul`] without a bias);
+//! - [`rms_norm`]: T5's layer norm;
+//! - [`attention`], over an [`AttentionBias`]: T5's position bias and the padding and causal
+//!   masks;
+//! - [`mean_pool`] and [`l2_normalize`]: the sentence embedding's pooling and normalisation.
+
+use std::cell::OnceCell;
+
+use burn::tensor::activation::softmax;
+use burn::tensor::{Int, Tensor};
+
+use crate::kernels;
+
+/// Large negative added to masked attention logits. HF uses `finfo(f32).min`; any value whose
+/// `exp` underflows to exactly 0 gives the same softmax, and this one cannot overflow to -inf.
+const MASKED: f32 = -1e9;
+
+/// `x W + b`: `x` `[..., d_in]`, `weight` `[d_in, d_out]`, `bias` `[d_out]` → `[..., d_out]`.
+/// One fused kernel on the GPU when there is no bias ([`kernels::matmul`]).
+pub fn linear<const D: usize>(
+    x: Tensor<D>,
+    weight: Tensor<2>,
+    bias: Option<Tensor<1>>,
+) -> Tensor<D> {
+    if bias.is_none()
+        && let Some(y) = kernels::matmul(&x, &weight)
+    {
+        return y;
+    }
+    linear_reference(x, weight, bias)
+}
+
+/// [`linear`] as tensor operations.
+pub fn linear_reference<const D: usize>(
+    x: Tensor<D>,
+    weight: Tensor<2>,
+    bias: Option<Tensor<1>>,
+) -> Tensor<D> {
+    // As one `[rows, d_in]` matrix (a view of a contiguous `x`): burn keeps a `[b, s, d]`
+    // input batched when `s` is a multiple of 32, i.e. b small gemms, and the backward
+    // pass then repacks the whole weight for each of them.
+    let mut dims = x.dims();
+    let [d_in, d_out] = weight.dims();
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let y = burn::tensor::module::linear(x.reshape([rows, d_in]), weight, bias);
+    dims[D - 1] = d_out;
+    y.reshape(dims)
+}
+
+/// T5's RMS norm, `x / sqrt(mean(x²) + eps) * weight`: `x` `[batch, seq, d]`, `weight` `[d]` →
+/// `[batch, seq, d]`. One fused kernel on the GPU ([`kernels::rms_norm`]).
+pub fn rms_norm(x: Tensor<3>, weight: Tensor<1>, eps: f64) -> Tensor<3> {
+    kernels::rms_norm(&x, &weight, eps).unwrap_or_else(|| rms_norm_reference(x, weight, eps))
+}
+
+/// [`rms_norm`] as tensor operations: `x` `[batch, seq, d]`, `weight` `[d]` → `[batch, seq, d]`.
+pub fn rms_norm_reference(x: Tensor<3>, weight: Tensor<1>, eps: f64) -> Tensor<3> {
+    let variance = x.clone().powi_scalar(2).mean_dim(2);
+    let d = weight.dims()[0];
+    x * (variance + eps).sqrt().recip() * weight.reshape([1, 1, d])
+}
+
+/// What an attention layer adds to its logits: T5's relative-position bias (block 0's table
+/// and each pair's bucket), the keys' padding mask and, in the decoder, the causal mask. Built
+/// once per stack and pass; the reference path materialises it once as `[batch|1, heads, q_len,
+/// k_len]` ([`dense`](Self::dense)), the fused kernel reads the parts.
+pub struct AttentionBias {
+    /// `[num_buckets, heads]` and `[q_len, k_len]`; `None` for cross-attention.
+    pub position: Option<(Tensor<2>, Tensor<2, Int>)>,
+    /// `[batch, k_len]`: 1.0 for a token, 0.0 for padding.
+    pub keys: Tensor<2>,
+    pub causal: bool,
+    dense: OnceCell<Tensor<4>>,
+}
+
+impl AttentionBias {
+    pub fn new(
+        position: Option<(Tensor<2>, Tensor<2, Int>)>,
+        keys: Tensor<2>,
+        causal: bool,
+    ) -> Self {
+        Self { position, keys, causal, dense: OnceCell::new() }
+    }
+
+    /// The whole bias `[batch|1, heads, q_len, k_len]`: table rows gathered by bucket, plus the
+    /// padding mask, plus (decoder) the causal mask.
+    pub fn dense(&self) -> Tensor<4> {
+        self.dense
+            .get_or_init(|| {
+                let mask = mask_bias(self.keys.clone());
+                match &self.position {
+                    Some((table, buckets)) => {
+                        let [q_len, k_len] = buckets.dims();
+                        let heads = table.dims()[1];
+                        let gathered = table
+                            .clone()
+                            .select(0, buckets.clone().reshape([q_len * k_len]))
+                            .reshape([q_len, k_len, heads])
+                            .permute([2, 0, 1])
+                            .unsqueeze_dim(0);
+                        let bias = gathered + mask;
+                        if !self.causal {
+                            return bias;
+                        }
+                        // Causal: position q sees keys 0..=q only.
+                        let future = Tensor::<2>::ones([q_len, k_len], &self.keys.device())
+                            .triu(1)
+                            .mul_scalar(MASKED);
+                        bias + future.unsqueeze_dims(&[0, 1])
+                    }
+                    None => mask,
+                }
+            })
+            .clone()
+    }
+}
+
+/// The additive attention mask `[batch, 1, 1, seq]`: 0 for tokens, a large negative for padding.
+/// `mask`: `[batch, seq]` of 1.0 (token) / 0.0 (padding).
+pub fn mask_bias(mask: Tensor<2>) -> Tensor<4> {
+    (mask.ones_like() - mask).mul_scalar(-MASKED).neg().unsqueeze_dims(&[1, 2])
+}
+
+/// T5 attention (no `1/sqrt(d_kv)` scaling): `q` `[batch, q_len, heads · d_kv]`, `k`, `v`
+/// `[batch, k_len, heads · d_kv]` → `[batch, q_len, heads · d_kv]`, with `bias` added to the
+/// logits. One fused kernel on the GPU ([`kernels::attention`]), which reads `bias`'s parts.
+pub fn attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    bias: &AttentionBias,
+    num_heads: usize,
+    d_kv: usize,
+) -> Tensor<3> {
+    let position = bias.position.as_ref().map(|(table, buckets)| (table, buckets));
+    kernels::attention(&q, &k, &v, position, &bias.keys, bias.causal, num_heads, d_kv)
+        .unwrap_or_else(|| attention_reference(q, k, v, bias, num_heads, d_kv))
+}
+
+/// [`attention`] as tensor operations, over the materialised bias ([`AttentionBias::dense`]).
+pub fn attention_reference(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    bias: &AttentionBias,
+    num_heads: usize,
+    d_kv: usize,
+) -> Tensor<3> {
+    let [b, q_len, _] = q.dims();
+    let k_len = k.dims()[1];
+    let heads = |t: Tensor<3>, len: usize| t.reshape([b, len, num_heads, d_kv]).swap_dims(1, 2);
+    let (q, k, v) = (heads(q, q_len), heads(k, k_len), heads(v, k_len));
+    // No 1/sqrt(d_kv): T5 folds it into the initialisation of q.
+    let scores = q.matmul(k.swap_dims(2, 3)) + bias.dense();
+    let attn = softmax(scores, 3);
+    attn.matmul(v).swap_dims(1, 2).reshape([b, q_len, num_heads * d_kv])
+}
+
+/// The masked mean over the sequence: `text` `[batch, seq, d]`, `mask` `[batch, seq]` (1.0
+/// token, 0.0 padding) → `[batch, d]`. One fused kernel on the GPU ([`kernels::mean_pool`]).
+pub fn mean_pool(text: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
+    kernels::mean_pool(&text, &mask).unwrap_or_else(|| mean_pool_reference(text, mask))
+}
+
+/// [`mean_pool`] as tensor operations.
+pub fn mean_pool_reference(text: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
+    let [b, _, d] = text.dims();
+    let summed = (text * mask.clone().unsqueeze_dim(2)).sum_dim(1).reshape([b, d]);
+    // sentence-transformers clamps the count at 1e-9; every text has at least `</s>`.
+    summed / mask.sum_dim(1).clamp_min(1e-9)
+}
+
+/// `x / max(‖x‖₂, 1e-12)` per row, as `torch.nn.functional.normalize`. `[n, dim]` → same.
+/// One fused kernel on the GPU ([`kernels::l2_normalize`]).
+pub fn l2_normalize(x: Tensor<2>) -> Tensor<2> {
+    kernels::l2_normalize(&x).unwrap_or_else(|| l2_normalize_reference(x))
+}
+
+/// [`l2_normalize`] as tensor operations (the trainer's loss differentiates through it).
+pub fn l2_normalize_reference(x: Tensor<2>) -> Tensor<2> {
+    // `square`: the value of `powi_scalar(2)`, with the plain `2x` gradient (the trainer's loss
+    // normalises with this function too).
+    let norm = x.clone().square().sum_dim(1).sqrt().clamp_min(1e-12);
+    x / norm
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Backend;
+    use burn::tensor::{Device, Int, TensorData};
+    use st5_format::rng::Rng;
+
+    /// The wgpu device (lavapipe in CI), or `None` when `ST5_SKIP_WGPU=1`, as the integration
+    /// tests do.
+    fn gpu() -> Option<Device> {
+        if std::env::var("ST5_SKIP_WGPU").is_ok_and(|v| v == "1") {
+            return None;
+        }
+        Some(Backend::Wgpu.device().expect("a wgpu adapter (ST5_SKIP_WGPU=1 to skip)"))
+    }
+
+    fn random<const D: usize>(shape: [usize; D], rng: &mut Rng, device: &Device) -> Tensor<D> {
+        let n = shape.iter().product();
+        let values: Vec<f32> = (0..n).map(|_| (rng.unit() * 4.0 - 2.0) as f32).collect();
+        Tensor::from_data(TensorData::new(values, shape), device)
+    }
+
+    fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+        t.into_data().try_to_vec().unwrap()
+    }
+
+    fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    }
+
+    /// Row counts that do and do not fill a 4-row tile, a vector of output columns, and widths the
+    /// kernel declines (not a multiple of 4).
+    #[test]
+    fn matmul_matches_the_reference() {
+        let Some(device) = gpu() else { return };
+        let mut rng = Rng::new(13);
+        for (m, k, n) in [(1, 1, 4), (5, 7, 8), (64, 384, 1024), (13, 33, 12), (3, 5, 6)] {
+            let x = random([m, k], &mut rng, &device);
+            let w = random([k, n], &mut rng, &device);
+            let reference = values(x.clone().matmul(w.clone()));
+            match kernels::matmul(&x, &w) {
+                Some(fused) => {
+                    let diff = max_diff(&values(fused), &reference);
+                    assert!(diff <= 1e-4, "[{m}, {k}] · [{k}, {n}]: {diff}");
+                }
+                None => assert!(n % 4 != 0, "[{m}, {k}] · [{k}, {n}] was declined"),
+            }
+        }
+        // A 3-D input is a batch of rows.
+        let x = random([2, 3, 8], &mut rng, &device);
+        let w = random([8, 4], &mut rng, &device);
+        let fused = values(kernels::matmul(&x, &w).expect("f32 on the GPU"));
+        let diff = max_diff(&fused, &values(x.matmul(w.unsqueeze_dim(0))));
+        assert!(diff <= 1e-5, "[2, 3, 8] · [8, 4]: {diff}");
+    }
+
+    #[test]
+    fn rms_norm_matches_the_reference() {
+        let Some(device) = gpu() else { return };
+        let mut rng = Rng::new(7);
+        for (b, s, d) in [(1, 1, 8), (3, 5, 384), (2, 17, 33)] {
+            let x = random([b, s, d], &mut rng, &device);
+            let w = random([d], &mut rng, &device);
+            let fused = kernels::rms_norm(&x, &w, 1e-6).expect("f32 on the GPU takes the kernel");
+            let reference = rms_norm_reference(x, w, 1e-6);
+            let diff = max_diff(&values(fused), &values(reference));
+            assert!(diff <= 1e-5, "[{b}, {s}, {d}]: {diff}");
+        }
+    }
+
+    #[test]
+    fn pooling_and_l2_normalisation_match_the_reference() {
+        let Some(device) = gpu() else { return };
+        let mut rng = Rng::new(5);
+        // (batch, seq, d, padded positions per row); a zero row checks the 1e-12 clamp.
+        for (b, s, d, padded) in
+            [(1, 1, 4, vec![0]), (3, 9, 384, vec![0, 4, 8]), (2, 6, 7, vec![5, 1])]
+        {
+            let x = random([b, s, d], &mut rng, &device);
+            let mask: Vec<f32> = padded
+                .iter()
+                .flat_map(|&p| (0..s).map(move |t| if t < s - p { 1.0 } else { 0.0 }))
+                .collect();
+            let mask = Tensor::<2>::from_data(TensorData::new(mask, [b, s]), &device);
+            let fused = kernels::mean_pool(&x, &mask).expect("f32 on the GPU");
+            // The reference on the CPU.
+            let cpu = Device::flex();
+            let reference = values(mean_pool_reference(
+                Tensor::from_data(x.to_data(), &cpu),
+                Tensor::from_data(mask.to_data(), &cpu),
+            ));
+            let diff = max_diff(&values(fused.clone()), &reference);
+            assert!(diff <= 1e-5, "mean pool [{b}, {s}, {d}]: {diff}");
+
+            let rows = Tensor::cat(vec![fused.clone(), fused.zeros_like().slice([0..1, 0..d])], 0);
+            let normalised = kernels::l2_normalize(&rows).expect("f32 on the GPU");
+            let reference = l2_normalize_reference(rows);
+            let diff = max_diff(&values(normalised), &values(reference));
+            assert!(diff <= 1e-6, "l2 [{b}, {d}]: {diff}");
+        }
+    }
+
+    /// Every shape and mask the encoder and decoder give it: padding, a cross-attention source of
+    /// another length without position bias, and the decoder's causal mask.
+    #[test]
+    fn attention_matches_the_reference() {
+        let Some(device) = gpu() else { return };
+        let mut rng = Rng::new(11);
+        // (batch, q_len, k_len, heads, d_kv, position bias, causal, padded keys per row)
+        let cases = [
+            (1, 1, 1, 1, 4, true, false, vec![0]),
+            (2, 7, 7, 3, 8, true, false, vec![0, 3]),
+            (3, 12, 12, 6, 64, true, false, vec![5, 0, 11]),
+            (2, 5, 9, 2, 16, false, false, vec![0, 4]),
+            (2, 6, 6, 2, 8, true, true, vec![0, 0]),
+        ];
+        for (b, q_len, k_len, heads, d_kv, position, causal, padded) in cases {
+            let inner = heads * d_kv;
+            let q = random([b, q_len, inner], &mut rng, &device);
+            let k = random([b, k_len, inner], &mut rng, &device);
+            let v = random([b, k_len, inner], &mut rng, &device);
+            let keys: Vec<f32> = padded
+                .iter()
+                .flat_map(|&p| (0..k_len).map(move |j| if j < k_len - p { 1.0 } else { 0.0 }))
+                .collect();
+            let keys = Tensor::<2>::from_data(TensorData::new(keys, [b, k_len]), &device);
+            let position = position.then(|| {
+                let table = random([8, heads], &mut rng, &device);
+                let buckets: Vec<i32> = (0..q_len * k_len).map(|_| rng.below(8) as i32).collect();
+                let buckets = TensorData::new(buckets, [q_len, k_len]);
+                (table, Tensor::<2, Int>::from_data(buckets, &device))
+            });
+            let bias = AttentionBias::new(position, keys, causal);
+            let position = bias.position.as_ref().map(|(table, buckets)| (table, buckets));
+            let fused = kernels::attention(&q, &k, &v, position, &bias.keys, causal, heads, d_kv)
+                .expect("f32 on the GPU");
+            let reference = attention_reference(q, k, v, &bias, heads, d_kv);
+            let diff = max_diff(&values(fused), &values(reference));
+            let case = format!("b {b}, q {q_len}, k {k_len}, heads {heads}, d_kv {d_kv}");
+            assert!(diff <= 1e-5, "{case}: {diff}");
+        }
+    }
+
+    /// The CPU and autodiff tensors take the reference: the kernels are for GPU inference only.
+    #[test]
+    fn cpu_and_autodiff_tensors_are_declined() {
+        let device = Device::flex();
+        let mut rng = Rng::new(3);
+        let x = random([1, 2, 4], &mut rng, &device);
+        let w = random([4], &mut rng, &device);
+        assert!(kernels::rms_norm(&x, &w, 1e-6).is_none());
+        if let Some(gpu) = gpu() {
+            let trainer = gpu.autodiff();
+            let x = random([1, 2, 4], &mut rng, &trainer).require_grad();
+            let w = random([4], &mut rng, &trainer);
+            assert!(
+                kernels::rms_norm(&x, &w, 1e-6).is_none(),
+                "an autodiff tensor took the kernel"
+            );
+        }
+    }
+}
