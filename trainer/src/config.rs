@@ -109,7 +109,7 @@ pub struct TrainConfig {
     #[serde(default)]
     pub checkpoint_every: usize,
     /// Non-finite losses in a row before the run aborts.
-    #[serde(default = "five")]
+    #[serde(default = "default_max_bad_steps")]
     pub max_bad_steps: usize,
     /// Steps between STS-B dev evaluations (0: only at the end of each stage).
     #[serde(default)]
@@ -169,7 +169,7 @@ pub struct StageConfig {
     /// stage starts.
     #[serde(default)]
     pub epochs: Option<f64>,
-    #[serde(default = "lr")]
+    #[serde(default = "default_lr")]
     pub lr: f64,
     /// Linear warmup steps from 0 to `lr`.
     #[serde(default)]
@@ -177,7 +177,7 @@ pub struct StageConfig {
     /// `constant` (the paper's) or `linear` decay to 0 after warmup.
     #[serde(default)]
     pub schedule: Schedule,
-    #[serde(default = "tau")]
+    #[serde(default = "default_temperature")]
     pub temperature: f32,
     #[serde(default)]
     pub symmetric: bool,
@@ -214,7 +214,7 @@ pub struct DatasetConfig {
     #[serde(default)]
     pub format: Option<DataFormat>,
     /// Anchor, positive and (optionally) negative: JSON fields, or TSV header names.
-    #[serde(default = "columns")]
+    #[serde(default = "default_columns")]
     pub columns: Vec<String>,
     /// For `distill` stages: the teacher embeddings, an `.npy` of `[lines, dim]` float32 whose
     /// row i belongs to the file's i-th example.
@@ -226,23 +226,25 @@ pub struct DatasetConfig {
     #[serde(default)]
     pub group: Option<String>,
     /// Relative sampling weight among the stage's datasets.
-    #[serde(default = "one")]
+    #[serde(default = "default_weight")]
     pub weight: f64,
 }
 
-fn five() -> usize {
+fn default_max_bad_steps() -> usize {
     5
 }
-fn lr() -> f64 {
+/// The paper's learning rate (§3.3).
+fn default_lr() -> f64 {
     1e-3
 }
-fn tau() -> f32 {
+/// The paper's softmax temperature τ (§3.3).
+fn default_temperature() -> f32 {
     0.01
 }
-fn columns() -> Vec<String> {
+fn default_columns() -> Vec<String> {
     vec!["anchor".into(), "positive".into(), "negative".into()]
 }
-fn one() -> f64 {
+fn default_weight() -> f64 {
     1.0
 }
 
