@@ -28,9 +28,10 @@ pub enum IndexCommand {
         /// The index file to write (replaced only once written completely).
         #[arg(long)]
         output: PathBuf,
-        /// Searchable form: int8 (1 byte a dimension), binary (1 bit) or none (f32).
-        #[arg(long, default_value = "int8", value_parser = crate::parse_name::<Quantize>)]
-        quantize: Quantize,
+        /// The index's searchable codes: int8 (1 byte a dimension), binary (1 bit) or none
+        /// (f32). `--quantize` is its older name (`st5 quantize` is for a model's weights).
+        #[arg(long, alias = "quantize", default_value = "int8", value_parser = crate::parse_name::<Quantize>)]
+        codes: Quantize,
     },
     /// Search an index file for a query (with the model that built it).
     Query {
@@ -82,7 +83,7 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
 
 pub fn run(command: IndexCommand) -> Result<()> {
     match command {
-        IndexCommand::Build { model, corpus, output, quantize } => {
+        IndexCommand::Build { model, corpus, output, codes } => {
             let docs = read_lines(
                 std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?,
                 &corpus.display().to_string(),
@@ -92,12 +93,12 @@ pub fn run(command: IndexCommand) -> Result<()> {
             let mut e = embed(&embedder, &docs)?;
             l2_normalize_rows(&mut e.data, e.dim);
             let identity = model.identity(&embedder)?;
-            index_file::write(&output, quantize, &identity, e.dim, &docs, &e.data)?;
+            index_file::write(&output, codes, &identity, e.dim, &docs, &e.data)?;
             let bytes = std::fs::metadata(&output)
                 .with_context(|| format!("reading {}", output.display()))?
                 .len();
             eprintln!(
-                "wrote {} ({} documents, {quantize}, {:.1} MB) in {:.1} s",
+                "wrote {} ({} documents, {codes}, {:.1} MB) in {:.1} s",
                 output.display(),
                 docs.len(),
                 bytes as f64 / 1e6,
