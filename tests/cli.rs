@@ -142,7 +142,8 @@ fn search_ranks_an_exact_match_first() {
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "scores not descending: {out}");
 }
 
-/// `st5` without `--model` runs the copy of `models/st5-small` compiled into it.
+/// `st5` without `--model` runs the copy of the default model (`models/DEFAULT` names it) compiled
+/// into it.
 #[test]
 fn built_in_model_is_the_shipped_directory() {
     let text = b"A man is playing a guitar.\nWhere is Paris?\n\n";

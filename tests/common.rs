@@ -39,10 +39,10 @@ pub struct Expected {
     pub embeddings: Vec<(String, Vec<Vec<f32>>)>,
 }
 
-/// The built-in default model, `models/st5-small` (the accurate one), which the CLI compiles in
-/// (`DEFAULT_MODEL_DIR` in `crates/st5-cli/build.rs`).
+/// The built-in default model, which the CLI compiles in: the folder under `models/` that
+/// `models/DEFAULT` names (read by `crates/st5-cli/build.rs` too).
 pub fn default_model() -> PathBuf {
-    root().join("models/st5-small")
+    root().join("models").join(include_str!("../models/DEFAULT").trim())
 }
 
 /// `models/st5-mini`, the fast model shipped beside the default.
