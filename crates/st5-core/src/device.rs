@@ -123,6 +123,33 @@ pub fn release_pooled_memory(device: &Device) {
     }
 }
 
+/// For tests: reports that `reason` (an opt-out such as `ST5_SKIP_WGPU=1`) left out part or all
+/// of the running test, as a line of its own, `skipped: TEST: REASON`, which `scripts/test.sh`
+/// counts. Written to stderr directly, past the test harness's capture of `eprintln!`, so that a
+/// check left out is seen rather than passed silently.
+#[doc(hidden)]
+pub fn report_skipped(reason: &str) {
+    use std::io::Write;
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("a test");
+    let _ = write!(std::io::stderr(), "\nskipped: {test}: {reason}\n");
+}
+
+/// For tests: the wgpu device, or `None` (reported by [`report_skipped`]) when `ST5_SKIP_WGPU=1`.
+/// Without that opt-out a missing adapter fails the test: CI installs lavapipe so that the wgpu
+/// checks always run.
+#[doc(hidden)]
+#[cfg(not(target_arch = "wasm32"))]
+pub fn wgpu_for_tests() -> Option<Device> {
+    if std::env::var("ST5_SKIP_WGPU").is_ok_and(|v| v == "1") {
+        report_skipped("wgpu (ST5_SKIP_WGPU=1)");
+        return None;
+    }
+    Some(Backend::Wgpu.device().unwrap_or_else(|e| {
+        panic!("{e}; install a Vulkan driver (mesa-vulkan-drivers) or set ST5_SKIP_WGPU=1")
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
