@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use st5_format::device_choice::DeviceChoice;
 use st5_format::quant::WeightDtype;
 use st5_format::variant::Variant;
 
@@ -31,18 +32,6 @@ macro_rules! config_enum {
         }
     };
 }
-
-config_enum!(
-    /// Where the run computes.
-    TrainDevice {
-        /// burn's flex CPU backend.
-        Cpu = "cpu",
-        /// wgpu: Vulkan, Metal, DX12.
-        Wgpu = "wgpu",
-        /// CUDA, with the `cuda` cargo feature.
-        Cuda = "cuda",
-    } default Cpu
-);
 
 config_enum!(
     /// A stage's loss.
@@ -97,9 +86,10 @@ pub struct TrainConfig {
     /// Seeds initialisation, data order and sampling.
     #[serde(default)]
     pub seed: u64,
-    /// `cpu` (flex), `wgpu` (Vulkan, Metal, DX12), or `cuda` (with the `cuda` cargo feature).
+    /// `cpu` (flex), `wgpu` (Vulkan, Metal, DX12), or `cuda` (with the `cuda` cargo feature);
+    /// the aliases `st5 --device` takes too.
     #[serde(default)]
-    pub device: TrainDevice,
+    pub device: DeviceChoice,
     /// The trained model is written here (a sentence-transformers directory).
     pub output: PathBuf,
     /// Checkpoints go here; `--resume` continues from the newest.
@@ -291,9 +281,6 @@ impl TrainConfig {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if self.device == TrainDevice::Cuda && !cfg!(feature = "cuda") {
-            return Err("device `cuda` needs the trainer built with `--features cuda`".into());
-        }
         if self.stages.is_empty() {
             return Err("no [[stage]]".into());
         }
@@ -459,7 +446,7 @@ mod tests {
             "format = 'tsv'\n",
         );
         let cfg: TrainConfig = toml::from_str(&good).unwrap();
-        assert_eq!(cfg.device, TrainDevice::Wgpu);
+        assert_eq!(cfg.device, DeviceChoice::Wgpu);
         assert_eq!(cfg.model.variant, Some(Variant::EncFirst));
         assert_eq!(cfg.model.save_dtype, WeightDtype::Int8);
         let s = &cfg.stages[0];
@@ -468,8 +455,11 @@ mod tests {
             (StageKind::Contrastive, Schedule::Linear, OptimizerKind::Adamw)
         );
         assert_eq!(s.datasets[0].format, Some(DataFormat::Tsv));
+        // A device's aliases are those `st5 --device` takes: `gpu` is wgpu.
+        let alias: TrainConfig = toml::from_str(&base("device = 'gpu'\n", "", "", "")).unwrap();
+        assert_eq!(alias.device, DeviceChoice::Wgpu);
         let defaults: TrainConfig = toml::from_str(&base("", "", "", "")).unwrap();
-        assert_eq!(defaults.device, TrainDevice::Cpu);
+        assert_eq!(defaults.device, DeviceChoice::Cpu);
         let s = &defaults.stages[0];
         assert_eq!(
             (s.kind, s.schedule, s.optimizer),
@@ -477,7 +467,7 @@ mod tests {
         );
         // (bad config, what the error must name)
         let cases = [
-            (base("device = 'gpu'\n", "", "", ""), ["gpu", "wgpu"]),
+            (base("device = 'tpu'\n", "", "", ""), ["tpu", "wgpu"]),
             (base("", "variant = 'mean'\n", "", ""), ["mean", "enc-mean"]),
             (base("", "save_dtype = 'bf16'\n", "", ""), ["bf16", "int8"]),
             (base("", "", "kind = 'mse'\n", ""), ["mse", "distill"]),

@@ -20,10 +20,11 @@ use st5_core::save::{SaveOptions, save_files, save_sentence_transformers, write_
 use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::{
-    Backend, DEFAULT_BATCH_SIZE, FileBytes, LoadOptions, SentenceT5, Variant, WeightDtype,
+    DEFAULT_BATCH_SIZE, DeviceChoice, FileBytes, LoadOptions, OpenDevice, SentenceT5, Variant,
+    WeightDtype,
 };
 
-use crate::config::{OptimizerKind, StageConfig, TrainConfig, TrainDevice};
+use crate::config::{OptimizerKind, StageConfig, TrainConfig};
 use crate::data::{self, Dataset, Rng, Sampler};
 use crate::dist::{Workers, all_reduce_gradients, params_checksum};
 use crate::error::{Error, Result};
@@ -164,6 +165,17 @@ fn vocab_init(model: &SentenceT5, length: usize, seed: u64) -> Result<Vec<f32>> 
     Ok(to_host(table.select(0, ids).try_into_data())?)
 }
 
+/// The device the config chose; CUDA (with the `cuda` feature) is opened here, the others by
+/// st5-core.
+fn open_device(choice: DeviceChoice) -> Result<Device> {
+    #[cfg(feature = "cuda")]
+    if choice == DeviceChoice::Cuda {
+        // One GPU per worker on a machine: the worker's rank among those on its node.
+        return Ok(Device::cuda(crate::dist::local_rank()));
+    }
+    Ok(choice.device()?)
+}
+
 /// What a prompt run (every stage `prompt_length = P`) keeps beside the frozen model.
 struct PromptRun {
     /// The base model's weights fingerprint, written into the prompt file.
@@ -193,21 +205,7 @@ impl Run {
     /// Loads the starting model (or, with `resume`, the newest checkpoint) and the data the run
     /// checks against.
     pub fn new(cfg: TrainConfig, resume: bool) -> Result<(Self, Option<(TrainState, Vec<u8>)>)> {
-        let base = match cfg.device {
-            TrainDevice::Wgpu => Backend::Wgpu.device()?,
-            #[cfg(feature = "cuda")]
-            // One GPU per worker on a machine: the worker's rank among those on its node.
-            TrainDevice::Cuda => Device::cuda(crate::dist::local_rank()),
-            #[cfg(not(feature = "cuda"))]
-            TrainDevice::Cuda => {
-                return Err(st5_core::Error::Device {
-                    device: "cuda".into(),
-                    message: "this trainer was built without the `cuda` feature".into(),
-                }
-                .into());
-            }
-            TrainDevice::Cpu => Device::flex(),
-        };
+        let base = open_device(cfg.device)?;
         let ad = base.clone().autodiff();
         let checkpoint = cfg
             .checkpoint_dir

@@ -12,7 +12,7 @@ use st5_core::index::brute_force;
 use st5_core::index_file::{self, IndexFile};
 use st5_core::model::l2_normalize_rows;
 use st5_core::rng::Rng;
-use st5_core::{Backend, Hit, Quantize, VectorIndex};
+use st5_core::{DeviceChoice, Hit, OpenDevice, Quantize, VectorIndex};
 
 use crate::{ModelArgs, embed, read_lines};
 
@@ -71,8 +71,8 @@ pub enum IndexCommand {
         /// Candidates per result; each mode's default when absent.
         #[arg(long, value_parser = at_least_one())]
         oversample: Option<usize>,
-        #[arg(long, default_value = "cpu", value_parser = crate::parse_name::<Backend>)]
-        device: Backend,
+        #[arg(long, default_value = "cpu", value_parser = crate::parse_name::<DeviceChoice>)]
+        device: DeviceChoice,
     },
 }
 
@@ -194,7 +194,7 @@ fn bench(
     k: usize,
     modes: &[Quantize],
     oversample: Option<usize>,
-    backend: Backend,
+    choice: DeviceChoice,
 ) -> Result<()> {
     let total = data.len() / dim;
     if total <= queries {
@@ -202,7 +202,7 @@ fn bench(
     }
     let n = total - queries;
     let (docs, held_out) = data.split_at(n * dim);
-    let (device, limit) = backend.device_with_limit()?;
+    let (device, limit) = choice.device_with_limit()?;
     // The exact answer, from the tested host loop.
     let t0 = Instant::now();
     let truth: Vec<Vec<Hit>> = held_out.chunks(dim).map(|q| brute_force(docs, dim, q, k)).collect();

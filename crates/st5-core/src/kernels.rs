@@ -439,7 +439,7 @@ pub fn attention(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Backend;
+    use crate::device::{DeviceChoice, OpenDevice};
     use crate::t5::{attention_reference, rms_norm_reference};
     use burn::tensor::{Device, Int, TensorData};
     use st5_format::rng::Rng;
@@ -450,7 +450,7 @@ mod tests {
         if std::env::var("ST5_SKIP_WGPU").is_ok_and(|v| v == "1") {
             return None;
         }
-        Some(Backend::Wgpu.device().expect("a wgpu adapter (ST5_SKIP_WGPU=1 to skip)"))
+        Some(DeviceChoice::Wgpu.device().expect("a wgpu adapter (ST5_SKIP_WGPU=1 to skip)"))
     }
 
     fn random<const D: usize>(shape: [usize; D], rng: &mut Rng, device: &Device) -> Tensor<D> {

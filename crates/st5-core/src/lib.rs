@@ -38,7 +38,7 @@ pub use st5_format::{
 
 pub use burn::tensor::Device;
 pub use config::T5Config;
-pub use device::Backend;
+pub use device::{DeviceChoice, OpenDevice};
 pub use embedder::{DEFAULT_BATCH_SIZE, Embedder, Embeddings, LoadOptions};
 pub use error::{Error, Result};
 pub use files::{Dir, FileBytes, MemoryFiles, ModelFiles};

@@ -10,8 +10,8 @@ use js_sys::{Float32Array, Object, Promise, Reflect, Uint8Array};
 use serde::{Deserialize, Serialize};
 use st5_core::probe::{FilePlan, Probe, plan};
 use st5_core::{
-    Backend, DEFAULT_BATCH_SIZE, Device, Embedder, Hit, LoadOptions, MemoryFiles, Quantize,
-    Variant, VectorIndex,
+    DEFAULT_BATCH_SIZE, Device, DeviceChoice, Embedder, Hit, LoadOptions, MemoryFiles, OpenDevice,
+    Quantize, Variant, VectorIndex,
 };
 use wasm_bindgen::prelude::*;
 
@@ -90,7 +90,7 @@ async fn webgpu() -> Result<(Device, Option<u64>), st5_core::Error> {
     if let Some(d) = WEBGPU.with(|w| w.borrow().clone()) {
         return Ok(d);
     }
-    let d = Backend::Wgpu.device_async().await?;
+    let d = DeviceChoice::Wgpu.device_async().await?;
     WEBGPU.with(|w| *w.borrow_mut() = Some(d.clone()));
     Ok(d)
 }
@@ -99,20 +99,23 @@ async fn webgpu() -> Result<(Device, Option<u64>), st5_core::Error> {
 async fn pick_device(wanted: Option<&str>) -> Result<(Device, Option<u64>, &'static str), JsValue> {
     let wanted = match wanted.unwrap_or("auto") {
         "auto" => None,
-        name => Some(name.parse::<Backend>().map_err(js_error)?),
+        name => Some(name.parse::<DeviceChoice>().map_err(js_error)?),
     };
-    let (device, limit, backend) = match wanted {
-        Some(Backend::Cpu) => (Device::flex(), None, Backend::Cpu),
-        Some(Backend::Wgpu) => {
+    let (device, limit, choice) = match wanted {
+        Some(DeviceChoice::Cpu) => (Device::flex(), None, DeviceChoice::Cpu),
+        Some(DeviceChoice::Wgpu) => {
             let (d, limit) = webgpu().await.map_err(js_error)?;
-            (d, limit, Backend::Wgpu)
+            (d, limit, DeviceChoice::Wgpu)
         }
+        // `DeviceChoice::WEB`'s order: WebGPU, else the CPU.
         None => match webgpu().await {
-            Ok((d, limit)) => (d, limit, Backend::Wgpu),
-            Err(_) => (Device::flex(), None, Backend::Cpu),
+            Ok((d, limit)) => (d, limit, DeviceChoice::Wgpu),
+            Err(_) => (Device::flex(), None, DeviceChoice::Cpu),
         },
+        // A device only a native build has (the trainer's CUDA).
+        Some(other) => return Err(invalid(&format!("device `{other}` is not offered here"))),
     };
-    Ok((device, limit, backend.web_name()))
+    Ok((device, limit, choice.web_name()))
 }
 
 /// The lower of two optional limits.
