@@ -590,8 +590,8 @@ fn encdec_first_trains_and_loads_back_identically() {
     assert_ne!(decoder(&saved), start);
 }
 
-/// Soft-prompt tuning (issue 16): the tiny two-stage config with `prompt_length = 4` tunes a
-/// prompt on the frozen `st-enc-mean-relu` fixture. A run that crashes after a checkpoint and is
+/// Soft-prompt tuning (Lester et al. 2021): the tiny two-stage config with `prompt_length = 4`
+/// tunes a prompt on the frozen `st-enc-mean-relu` fixture. A run that crashes after a checkpoint and is
 /// resumed writes the same prompt bit for bit as an uninterrupted run; the prompt file, applied
 /// to the fixture loaded from disk, embeds exactly as the trained model did in memory (so the
 /// model stayed frozen); training moved the prompt; another model refuses it.
