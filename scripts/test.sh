@@ -11,7 +11,9 @@
 #    package as pkg/build.sh builds it (its SIMD128 and relaxed-SIMD modules; packed, installed
 #    into a scratch app), the demo page (www/), and memory held flat over long sessions. No
 #    other wasm build: each module is compiled once.
-# Prints the total.
+# Prints the total: tests passed, failed, and skipped (libtest's ignored, and each `skipped:`
+# line a test prints when an opt-out such as ST5_SKIP_WGPU=1 leaves out part or all of it; a
+# test that ran its other parts is counted in passed too).
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,5 +46,6 @@ if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
   bash pkg/build.sh 2>&1 | tee -a "$log"
   (cd tests/browser && node npm.test.mjs && node demo.test.mjs && node memory.test.mjs) 2>&1 | tee -a "$log"
 fi
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "total: %d passed, %d failed\n", p, f }' "$log"
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     /^skipped: / { s++ }
+     END { printf "total: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"

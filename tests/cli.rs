@@ -142,7 +142,8 @@ fn search_ranks_an_exact_match_first() {
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "scores not descending: {out}");
 }
 
-/// `st5` without `--model` runs the copy of `models/st5-small` compiled into it.
+/// `st5` without `--model` runs the copy of the default model (`models/DEFAULT` names it) compiled
+/// into it.
 #[test]
 fn built_in_model_is_the_shipped_directory() {
     let text = b"A man is playing a guitar.\nWhere is Paris?\n\n";
@@ -314,15 +315,16 @@ fn a_saved_index_answers_as_search_does_and_refuses_what_it_cannot_use() {
     };
     let scores =
         |s: &str| column(s, 1).iter().map(|x| x.parse::<f32>().unwrap()).collect::<Vec<_>>();
-    for (mode, oversample) in
-        [("none", None), ("int8", None), ("int8", Some("1")), ("binary", None)]
-    {
+    // (codes, oversample, the flag naming the codes: `--quantize` is `--codes`'s older name)
+    for (mode, oversample, flag) in [
+        ("none", None, "--codes"),
+        ("int8", None, "--codes"),
+        ("int8", Some("1"), "--quantize"),
+        ("binary", None, "--codes"),
+    ] {
         let index = scratch(&format!("corpus-{mode}.st5index"));
         let index = index.to_str().unwrap();
-        let o = run(
-            &["index", "build", "--corpus", corpus, "--output", index, "--quantize", mode],
-            b"",
-        );
+        let o = run(&["index", "build", "--corpus", corpus, "--output", index, flag, mode], b"");
         assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stderr));
         let mut args = vec!["index", "query", index, "-k", "3", query];
         args.extend(oversample.map(|o| ["--oversample", o]).into_iter().flatten());

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use st5_core::{Backend, Device};
+use st5_core::Device;
 
 /// Maximum absolute error allowed against the Python reference and for batch invariance.
 pub const TOL: f32 = 1e-5;
@@ -46,10 +46,10 @@ pub struct Expected {
     pub embeddings: Vec<(String, Vec<Vec<f32>>)>,
 }
 
-/// The built-in default model, `models/st5-small` (the accurate one), which the CLI compiles in
-/// (`DEFAULT_MODEL_DIR` in `crates/st5-cli/build.rs`).
+/// The built-in default model, which the CLI compiles in: the folder under `models/` that
+/// `models/DEFAULT` names (read by `crates/st5-cli/build.rs` too).
 pub fn default_model() -> PathBuf {
-    root().join("models/st5-small")
+    root().join("models").join(include_str!("../models/DEFAULT").trim())
 }
 
 /// `models/st5-mini`, the fast model shipped beside the default.
@@ -96,17 +96,10 @@ pub fn expected_file(path: &Path) -> Expected {
     }
 }
 
-/// The wgpu device, or `None` when `ST5_SKIP_WGPU=1`. Without that opt-out a missing adapter
-/// fails the test: CI installs lavapipe so that wgpu parity is always checked.
-pub fn wgpu_device() -> Option<Device> {
-    if std::env::var("ST5_SKIP_WGPU").is_ok_and(|v| v == "1") {
-        eprintln!("ST5_SKIP_WGPU=1: skipping wgpu");
-        return None;
-    }
-    Some(Backend::Wgpu.device().unwrap_or_else(|e| {
-        panic!("{e}; install a Vulkan driver (mesa-vulkan-drivers) or set ST5_SKIP_WGPU=1")
-    }))
-}
+/// The wgpu device, or `None` when `ST5_SKIP_WGPU=1`, reported as a `skipped:` line that
+/// `scripts/test.sh` counts. Without that opt-out a missing adapter fails the test: CI installs
+/// lavapipe so that wgpu parity is always checked.
+pub use st5_core::device::wgpu_for_tests as wgpu_device;
 
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "lengths differ");

@@ -13,7 +13,9 @@ use st5_core::index_file::{self, IndexFile};
 use st5_core::model::l2_normalize_rows;
 use st5_core::rng::Rng;
 use st5_core::search_index::brute_force;
-use st5_core::{Backend, Device, Embedder, Hit, LoadOptions, Quantize, VectorIndex};
+use st5_core::{
+    Device, DeviceChoice, Embedder, Hit, LoadOptions, OpenDevice, Quantize, VectorIndex,
+};
 use st5_tests::{root, scratch_dir, shared_data, st5_mini, wgpu_device};
 
 /// One of -2/4 … 2/4.
@@ -49,7 +51,7 @@ fn gpu_and_cpu_top_k_agree_with_a_sort() {
     tail[..10 * dim].copy_from_slice(head);
     let queries: Vec<f32> =
         (0..3 * dim).map(|_| quarter(&mut rng)).chain(vectors[..dim].iter().copied()).collect();
-    let cpu = Backend::Cpu.device().unwrap();
+    let cpu = DeviceChoice::Cpu.device().unwrap();
     let gpu = wgpu_device();
     // (rows per shard, k): one shard, several, a partial last shard, k = 1, k > n; shards of
     // more than k blocks (256 rows) take the block-max path, smaller ones are read whole.
@@ -102,7 +104,7 @@ fn gpu_and_cpu_top_k_agree_with_a_sort() {
 #[test]
 fn quantized_gpu_and_cpu_agree() {
     let Some(gpu) = wgpu_device() else { return };
-    let cpu = Backend::Cpu.device().unwrap();
+    let cpu = DeviceChoice::Cpu.device().unwrap();
     let mut rng = Rng(11);
     let (n, k, oversample) = (3000, 10, 4);
     for (quantize, dim) in [
@@ -160,7 +162,7 @@ fn recall_at_10_on_100k_real_sentences() {
     assert!(status.success(), "scripts/index-corpus.sh failed");
     let texts: Vec<String> =
         std::fs::read_to_string(&corpus).unwrap().lines().map(String::from).collect();
-    let cpu = Backend::Cpu.device().unwrap();
+    let cpu = DeviceChoice::Cpu.device().unwrap();
     let embedder = Embedder::load(&st5_mini(), &LoadOptions::default(), &cpu).unwrap();
     let mut e = embedder.embed(&texts).unwrap();
     l2_normalize_rows(&mut e.data, e.dim);

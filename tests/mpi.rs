@@ -11,7 +11,7 @@ use st5_tests::{root, scratch_dir, shared_data, workspace_bin};
 
 fn skip() -> bool {
     if std::env::var_os("ST5_SKIP_MPI").is_some_and(|v| v == "1") {
-        eprintln!("ST5_SKIP_MPI=1: MPI tests skipped");
+        st5_core::device::report_skipped("MPI (ST5_SKIP_MPI=1)");
         return true;
     }
     assert!(

@@ -4,7 +4,9 @@
 //! invariance, and the typed errors for broken model directories.
 
 use st5_core::tokenizer::T5Tokenizer;
-use st5_core::{Backend, Device, Embedder, Error, LoadOptions, Variant, WeightDtype};
+use st5_core::{
+    Device, DeviceChoice, Embedder, Error, LoadOptions, OpenDevice, Variant, WeightDtype,
+};
 use st5_format::Error as FormatError;
 use st5_tests::*;
 
@@ -82,7 +84,7 @@ fn check_parity(device: &Device, label: &str) -> f32 {
 
 #[test]
 fn parity_cpu() {
-    println!("worst cpu error {:.2e}", check_parity(&Backend::Cpu.device().unwrap(), "cpu"));
+    println!("worst cpu error {:.2e}", check_parity(&DeviceChoice::Cpu.device().unwrap(), "cpu"));
 }
 
 #[test]
@@ -116,7 +118,7 @@ fn check_batch_invariance(device: &Device, label: &str) {
 
 #[test]
 fn batch_invariance_cpu() {
-    check_batch_invariance(&Backend::Cpu.device().unwrap(), "cpu");
+    check_batch_invariance(&DeviceChoice::Cpu.device().unwrap(), "cpu");
 }
 
 #[test]
@@ -130,7 +132,7 @@ fn batch_invariance_wgpu() {
 /// single embedding; a weight or a text that cannot fit is a typed error naming it.
 #[test]
 fn buffer_limit_splits_batches_and_names_what_cannot_fit() {
-    let device = Backend::Cpu.device().unwrap();
+    let device = DeviceChoice::Cpu.device().unwrap();
     let model = "st-enc-mean-relu";
     // Long texts (max length raised to 512) so that activations, not weights, hit the limit.
     let mut texts: Vec<String> =
@@ -183,7 +185,7 @@ fn empty_input_gives_empty_output() {
     let e = Embedder::load(
         &fixture("st-enc-mean-relu"),
         &LoadOptions::default(),
-        &Backend::Cpu.device().unwrap(),
+        &DeviceChoice::Cpu.device().unwrap(),
     )
     .unwrap();
     let out = e.embed::<&str>(&[]).unwrap();
@@ -191,7 +193,7 @@ fn empty_input_gives_empty_output() {
 }
 
 fn load_err(dir: &std::path::Path, opts: &LoadOptions) -> Error {
-    match Embedder::load(dir, opts, &Backend::Cpu.device().unwrap()) {
+    match Embedder::load(dir, opts, &DeviceChoice::Cpu.device().unwrap()) {
         Ok(_) => panic!("{} loaded, expected an error", dir.display()),
         Err(e) => e,
     }
@@ -286,7 +288,7 @@ fn broken_directories_give_errors_naming_the_culprit() {
 
 #[test]
 fn unused_tensors_are_reported_by_name() {
-    let device = Backend::Cpu.device().unwrap();
+    let device = DeviceChoice::Cpu.device().unwrap();
     let opts = |v| LoadOptions {
         variant: Some(v),
         tokenizer: Some(tokenizer_json()),
@@ -353,7 +355,7 @@ fn legacy_sentence_transformers_layout_loads_the_same() {
     )
     .unwrap();
     std::fs::write(dir.join("2_Dense/config.json"), r#"{"in_features": 8, "out_features": 12, "bias": false, "activation_function": "torch.nn.modules.linear.Identity"}"#).unwrap();
-    let device = Backend::Cpu.device().unwrap();
+    let device = DeviceChoice::Cpu.device().unwrap();
     let e = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();
     assert_eq!((e.variant(), e.tokenizer().max_len()), (Variant::EncMean, 16));
     let exp = expected("st-enc-mean-relu");
@@ -372,7 +374,7 @@ fn legacy_sentence_transformers_layout_loads_the_same() {
 /// a missing file is named by its in-memory path.
 #[test]
 fn in_memory_files_load_like_the_directory() {
-    let device = Backend::Cpu.device().unwrap();
+    let device = DeviceChoice::Cpu.device().unwrap();
     for model in ["st-enc-mean-relu", "hf-t5-gated-bf16-sharded"] {
         let mut files = st5_core::MemoryFiles::from_dir(&fixture(model)).unwrap();
         if !files.files.contains_key("tokenizer.json") {
@@ -414,7 +416,7 @@ fn opts_clone<'a>(o: &st5_core::save::SaveOptions<'a>) -> st5_core::save::SaveOp
 fn saved_model_loads_back_identically() {
     use st5_core::save::{SaveOptions, save_sentence_transformers};
     use st5_core::{HeadConfig, SentenceT5, T5Config};
-    let device = Backend::Cpu.device().unwrap();
+    let device = DeviceChoice::Cpu.device().unwrap();
     let src = fixture("st-enc-mean-relu");
     let config_json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();

@@ -561,7 +561,7 @@ fn encdec_first_trains_and_loads_back_identically() {
         ],
     );
     let cfg = st5_trainer::config::TrainConfig::from_file(&config).unwrap();
-    let (mut run, state) = st5_trainer::train::Run::new(cfg, false).unwrap();
+    let (mut run, state) = st5_trainer::run::Run::new(cfg, false).unwrap();
     run.train(state, |_| {}).unwrap();
     run.export("tiny EncDec run".into()).unwrap();
 
@@ -603,7 +603,7 @@ fn prompt_run_tunes_only_the_prompt_and_resumes_exactly() {
     use st5_core::transfer::{embed_ids, to_host};
     use st5_core::{Embedder, LoadOptions};
     use st5_trainer::config::TrainConfig;
-    use st5_trainer::train::{Event, Run};
+    use st5_trainer::run::{Event, Run};
     let root = scratch_dir("tiny-prompt");
     let fixtures = repo_root().join("tests/fixtures");
     let config = |sub: &str| {

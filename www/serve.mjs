@@ -2,15 +2,15 @@
 // /pkg/, and the built-in default model at /models/default/. Prints the URL.
 //   node www/serve.mjs [--port 8080]      (www/serve.sh builds the package first)
 
-import { createReadStream, existsSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** The default model: st5-small (the accurate one), the one `st5` has built in. */
-export const DEFAULT_MODEL = join(ROOT, 'models/st5-small');
+/** The default model, the one `st5` has built in: the folder under models/ that models/DEFAULT names. */
+export const DEFAULT_MODEL = join(ROOT, 'models', readFileSync(join(ROOT, 'models/DEFAULT'), 'utf8').trim());
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8',

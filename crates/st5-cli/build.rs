@@ -1,16 +1,19 @@
 //! Prepares the built-in model for `include_bytes!`. Its weights are committed in parts, each
 //! under the repository's per-file size limit (`scripts/model-parts.sh`); this joins them into
 //! one `model.safetensors` in `OUT_DIR`, so that the binary holds the weights once and loading
-//! borrows them in place. `DEFAULT_MODEL_DIR` below is the one place that names the model.
+//! borrows them in place. `models/DEFAULT` names the model (a folder under `models/`), for this
+//! build, the demo server (`www/serve.mjs`) and the tests alike.
 
 use std::path::{Path, PathBuf};
 
-/// The built-in model, relative to the workspace root.
-const DEFAULT_MODEL_DIR: &str = "models/st5-small";
-
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let dir = manifest.join("../..").join(DEFAULT_MODEL_DIR);
+    let models = manifest.join("../../models");
+    let named = models.join("DEFAULT");
+    println!("cargo:rerun-if-changed={}", named.display());
+    let name = std::fs::read_to_string(&named)
+        .unwrap_or_else(|e| panic!("reading the built-in model's name {}: {e}", named.display()));
+    let dir = models.join(name.trim());
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     println!("cargo:rustc-env=ST5_DEFAULT_MODEL_DIR={}", dir.display());
     println!("cargo:rustc-env=ST5_DEFAULT_MODEL_NAME={}", name_of(&dir));

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use st5_format::device_choice::DeviceChoice;
 use st5_format::quant::WeightDtype;
 use st5_format::variant::Variant;
 
@@ -31,18 +32,6 @@ macro_rules! config_enum {
         }
     };
 }
-
-config_enum!(
-    /// Where the run computes.
-    TrainDevice {
-        /// burn's flex CPU backend.
-        Cpu = "cpu",
-        /// wgpu: Vulkan, Metal, DX12.
-        Wgpu = "wgpu",
-        /// CUDA, with the `cuda` cargo feature.
-        Cuda = "cuda",
-    } default Cpu
-);
 
 config_enum!(
     /// A stage's loss.
@@ -97,9 +86,10 @@ pub struct TrainConfig {
     /// Seeds initialisation, data order and sampling.
     #[serde(default)]
     pub seed: u64,
-    /// `cpu` (flex), `wgpu` (Vulkan, Metal, DX12), or `cuda` (with the `cuda` cargo feature).
+    /// `cpu` (flex), `wgpu` (Vulkan, Metal, DX12), or `cuda` (with the `cuda` cargo feature);
+    /// the aliases `st5 --device` takes too.
     #[serde(default)]
-    pub device: TrainDevice,
+    pub device: DeviceChoice,
     /// The trained model is written here (a sentence-transformers directory).
     pub output: PathBuf,
     /// Checkpoints go here; `--resume` continues from the newest.
@@ -109,7 +99,7 @@ pub struct TrainConfig {
     #[serde(default)]
     pub checkpoint_every: usize,
     /// Non-finite losses in a row before the run aborts.
-    #[serde(default = "five")]
+    #[serde(default = "default_max_bad_steps")]
     pub max_bad_steps: usize,
     /// Steps between STS-B dev evaluations (0: only at the end of each stage).
     #[serde(default)]
@@ -169,7 +159,7 @@ pub struct StageConfig {
     /// stage starts.
     #[serde(default)]
     pub epochs: Option<f64>,
-    #[serde(default = "lr")]
+    #[serde(default = "default_lr")]
     pub lr: f64,
     /// Linear warmup steps from 0 to `lr`.
     #[serde(default)]
@@ -177,7 +167,7 @@ pub struct StageConfig {
     /// `constant` (the paper's) or `linear` decay to 0 after warmup.
     #[serde(default)]
     pub schedule: Schedule,
-    #[serde(default = "tau")]
+    #[serde(default = "default_temperature")]
     pub temperature: f32,
     #[serde(default)]
     pub symmetric: bool,
@@ -214,7 +204,7 @@ pub struct DatasetConfig {
     #[serde(default)]
     pub format: Option<DataFormat>,
     /// Anchor, positive and (optionally) negative: JSON fields, or TSV header names.
-    #[serde(default = "columns")]
+    #[serde(default = "default_columns")]
     pub columns: Vec<String>,
     /// For `distill` stages: the teacher embeddings, an `.npy` of `[lines, dim]` float32 whose
     /// row i belongs to the file's i-th example.
@@ -226,23 +216,25 @@ pub struct DatasetConfig {
     #[serde(default)]
     pub group: Option<String>,
     /// Relative sampling weight among the stage's datasets.
-    #[serde(default = "one")]
+    #[serde(default = "default_weight")]
     pub weight: f64,
 }
 
-fn five() -> usize {
+fn default_max_bad_steps() -> usize {
     5
 }
-fn lr() -> f64 {
+/// The paper's learning rate (§3.3).
+fn default_lr() -> f64 {
     1e-3
 }
-fn tau() -> f32 {
+/// The paper's softmax temperature τ (§3.3).
+fn default_temperature() -> f32 {
     0.01
 }
-fn columns() -> Vec<String> {
+fn default_columns() -> Vec<String> {
     vec!["anchor".into(), "positive".into(), "negative".into()]
 }
-fn one() -> f64 {
+fn default_weight() -> f64 {
     1.0
 }
 
@@ -289,9 +281,6 @@ impl TrainConfig {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if self.device == TrainDevice::Cuda && !cfg!(feature = "cuda") {
-            return Err("device `cuda` needs the trainer built with `--features cuda`".into());
-        }
         if self.stages.is_empty() {
             return Err("no [[stage]]".into());
         }
@@ -457,7 +446,7 @@ mod tests {
             "format = 'tsv'\n",
         );
         let cfg: TrainConfig = toml::from_str(&good).unwrap();
-        assert_eq!(cfg.device, TrainDevice::Wgpu);
+        assert_eq!(cfg.device, DeviceChoice::Wgpu);
         assert_eq!(cfg.model.variant, Some(Variant::EncFirst));
         assert_eq!(cfg.model.save_dtype, WeightDtype::Int8);
         let s = &cfg.stages[0];
@@ -466,8 +455,11 @@ mod tests {
             (StageKind::Contrastive, Schedule::Linear, OptimizerKind::Adamw)
         );
         assert_eq!(s.datasets[0].format, Some(DataFormat::Tsv));
+        // A device's aliases are those `st5 --device` takes: `gpu` is wgpu.
+        let alias: TrainConfig = toml::from_str(&base("device = 'gpu'\n", "", "", "")).unwrap();
+        assert_eq!(alias.device, DeviceChoice::Wgpu);
         let defaults: TrainConfig = toml::from_str(&base("", "", "", "")).unwrap();
-        assert_eq!(defaults.device, TrainDevice::Cpu);
+        assert_eq!(defaults.device, DeviceChoice::Cpu);
         let s = &defaults.stages[0];
         assert_eq!(
             (s.kind, s.schedule, s.optimizer),
@@ -475,7 +467,7 @@ mod tests {
         );
         // (bad config, what the error must name)
         let cases = [
-            (base("device = 'gpu'\n", "", "", ""), ["gpu", "wgpu"]),
+            (base("device = 'tpu'\n", "", "", ""), ["tpu", "wgpu"]),
             (base("", "variant = 'mean'\n", "", ""), ["mean", "enc-mean"]),
             (base("", "save_dtype = 'bf16'\n", "", ""), ["bf16", "int8"]),
             (base("", "", "kind = 'mse'\n", ""), ["mse", "distill"]),

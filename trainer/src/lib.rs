@@ -9,7 +9,8 @@
 //! - [`plot`]: the loss / dev-Spearman PNG;
 //! - [`report`]: the metrics CSV and the model card;
 //! - [`step`]: one gradient computation of the dual encoder, plain or with GradCache;
-//! - [`train`]: the run: stages, clipping, checkpoints and resume, dev evaluation, export.
+//! - [`run`]: the run: setup, stages, the training step with clipping, dev evaluation,
+//!   checkpoints and resume, export.
 //!
 //! Without the `model` feature (on by default) only the parsers of outside files remain
 //! ([`config`], [`data`], [`state`], [`error`]): what fuzz/ builds without burn.
@@ -29,8 +30,8 @@ pub mod optim;
 pub mod plot;
 #[cfg(feature = "model")]
 pub mod report;
+#[cfg(feature = "model")]
+pub mod run;
 pub mod state;
 #[cfg(feature = "model")]
 pub mod step;
-#[cfg(feature = "model")]
-pub mod train;

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use st5_trainer::config::TrainConfig;
 use st5_trainer::dist::{Workers, fnv1a};
 use st5_trainer::report::{CSV_HEADER, curves, model_card, rows_kept_on_resume};
-use st5_trainer::train::{Event, Run};
+use st5_trainer::run::{Event, Run};
 
 #[derive(Parser)]
 #[command(

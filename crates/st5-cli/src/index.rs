@@ -12,7 +12,7 @@ use st5_core::index_file::{self, IndexFile};
 use st5_core::model::l2_normalize_rows;
 use st5_core::rng::Rng;
 use st5_core::search_index::brute_force;
-use st5_core::{Backend, Hit, Quantize, VectorIndex};
+use st5_core::{DeviceChoice, Hit, OpenDevice, Quantize, VectorIndex};
 
 use crate::{ModelArgs, embed, read_lines};
 
@@ -28,9 +28,10 @@ pub enum IndexCommand {
         /// The index file to write (replaced only once written completely).
         #[arg(long)]
         output: PathBuf,
-        /// Searchable form: int8 (1 byte a dimension), binary (1 bit) or none (f32).
-        #[arg(long, default_value = "int8", value_parser = crate::parse_name::<Quantize>)]
-        quantize: Quantize,
+        /// The index's searchable codes: int8 (1 byte a dimension), binary (1 bit) or none
+        /// (f32). `--quantize` is its older name (`st5 quantize` is for a model's weights).
+        #[arg(long, alias = "quantize", default_value = "int8", value_parser = crate::parse_name::<Quantize>)]
+        codes: Quantize,
     },
     /// Search an index file for a query (with the model that built it).
     Query {
@@ -70,8 +71,8 @@ pub enum IndexCommand {
         /// Candidates per result; each mode's default when absent.
         #[arg(long, value_parser = at_least_one())]
         oversample: Option<usize>,
-        #[arg(long, default_value = "cpu", value_parser = crate::parse_name::<Backend>)]
-        device: Backend,
+        #[arg(long, default_value = "cpu", value_parser = crate::parse_name::<DeviceChoice>)]
+        device: DeviceChoice,
     },
 }
 
@@ -82,7 +83,7 @@ fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
 
 pub fn run(command: IndexCommand) -> Result<()> {
     match command {
-        IndexCommand::Build { model, corpus, output, quantize } => {
+        IndexCommand::Build { model, corpus, output, codes } => {
             let docs = read_lines(
                 std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?,
                 &corpus.display().to_string(),
@@ -92,12 +93,12 @@ pub fn run(command: IndexCommand) -> Result<()> {
             let mut e = embed(&embedder, &docs)?;
             l2_normalize_rows(&mut e.data, e.dim);
             let identity = model.identity(&embedder)?;
-            index_file::write(&output, quantize, &identity, e.dim, &docs, &e.data)?;
+            index_file::write(&output, codes, &identity, e.dim, &docs, &e.data)?;
             let bytes = std::fs::metadata(&output)
                 .with_context(|| format!("reading {}", output.display()))?
                 .len();
             eprintln!(
-                "wrote {} ({} documents, {quantize}, {:.1} MB) in {:.1} s",
+                "wrote {} ({} documents, {codes}, {:.1} MB) in {:.1} s",
                 output.display(),
                 docs.len(),
                 bytes as f64 / 1e6,
@@ -194,7 +195,7 @@ fn bench(
     k: usize,
     modes: &[Quantize],
     oversample: Option<usize>,
-    backend: Backend,
+    choice: DeviceChoice,
 ) -> Result<()> {
     let total = data.len() / dim;
     if total <= queries {
@@ -202,7 +203,7 @@ fn bench(
     }
     let n = total - queries;
     let (docs, held_out) = data.split_at(n * dim);
-    let (device, limit) = backend.device_with_limit()?;
+    let (device, limit) = choice.device_with_limit()?;
     // The exact answer, from the tested host loop.
     let t0 = Instant::now();
     let truth: Vec<Vec<Hit>> = held_out.chunks(dim).map(|q| brute_force(docs, dim, q, k)).collect();

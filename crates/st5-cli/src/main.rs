@@ -18,8 +18,8 @@ use st5_core::model::l2_normalize_rows;
 use st5_core::prompt::Prompt;
 use st5_core::save::convert;
 use st5_core::{
-    Backend, DEFAULT_BATCH_SIZE, Dir, Embedder, Embeddings, FileBytes, LoadOptions, MemoryFiles,
-    Variant, VectorIndex, WeightDtype,
+    DEFAULT_BATCH_SIZE, DeviceChoice, Dir, Embedder, Embeddings, FileBytes, LoadOptions,
+    MemoryFiles, OpenDevice, Variant, VectorIndex, WeightDtype,
 };
 
 /// Compiles the built-in model's files into the binary, keyed by relative path.
@@ -142,9 +142,9 @@ struct ModelArgs {
     /// Pooling variant; defaults to the model's Pooling module (enc-mean for a plain T5 directory).
     #[arg(long, value_parser = parse_name::<Variant>)]
     variant: Option<Variant>,
-    /// Backend.
-    #[arg(long, default_value = "cpu", value_parser = parse_name::<Backend>)]
-    device: Backend,
+    /// Device: cpu (flex) or wgpu.
+    #[arg(long, default_value = "cpu", value_parser = parse_name::<DeviceChoice>)]
+    device: DeviceChoice,
     /// Texts per forward pass.
     #[arg(long, default_value_t = DEFAULT_BATCH_SIZE)]
     batch_size: usize,
@@ -160,7 +160,7 @@ struct ModelArgs {
     prompt: Option<PathBuf>,
 }
 
-/// clap's parser for st5's closed sets (variant, dtype, backend, quantize): their own `FromStr`,
+/// clap's parser for st5's closed sets (variant, dtype, device, codes): their own `FromStr`,
 /// whose error lists the accepted names.
 fn parse_name<T: std::str::FromStr<Err: std::fmt::Display>>(s: &str) -> Result<T, String> {
     s.parse().map_err(|e: T::Err| e.to_string())

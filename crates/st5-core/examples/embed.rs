@@ -3,13 +3,13 @@
 //!   cargo run --release --example embed -- DIR
 //! DIR: any model directory st5 loads (default `sentence-t5-base`).
 
-use st5_core::{Backend, Embedder, LoadOptions};
+use st5_core::{DeviceChoice, Embedder, LoadOptions, OpenDevice};
 
 fn main() -> Result<(), st5_core::Error> {
     let arg = std::env::args().nth(1).unwrap_or_else(|| "sentence-t5-base".into());
     let dir = std::path::Path::new(&arg);
 
-    let device = Backend::Cpu.device()?; // or Backend::Wgpu
+    let device = DeviceChoice::Cpu.device()?; // or DeviceChoice::Wgpu
     let model = Embedder::load(dir, &LoadOptions::default(), &device)?;
     let e = model.embed(&["first text", "second text"])?; // [2, dim], L2-normalised, input order
 

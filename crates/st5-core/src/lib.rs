@@ -45,7 +45,7 @@ pub use st5_format::{
 
 pub use burn::tensor::Device;
 pub use config::T5Config;
-pub use device::Backend;
+pub use device::{DeviceChoice, OpenDevice};
 pub use embedder::{Embedder, Embeddings};
 pub use error::{Error, Result};
 pub use files::{Dir, FileBytes, MemoryFiles, ModelFiles};

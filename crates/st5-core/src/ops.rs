@@ -193,17 +193,14 @@ pub fn l2_normalize_reference(x: Tensor<2>) -> Tensor<2> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Backend;
+    use crate::device::wgpu_for_tests;
     use burn::tensor::{Device, Int, TensorData};
     use st5_format::rng::Rng;
 
-    /// The wgpu device (lavapipe in CI), or `None` when `ST5_SKIP_WGPU=1`, as the integration
-    /// tests do.
+    /// The wgpu device (lavapipe in CI), or `None`, reported as skipped, when `ST5_SKIP_WGPU=1`,
+    /// as the integration tests do.
     fn gpu() -> Option<Device> {
-        if std::env::var("ST5_SKIP_WGPU").is_ok_and(|v| v == "1") {
-            return None;
-        }
-        Some(Backend::Wgpu.device().expect("a wgpu adapter (ST5_SKIP_WGPU=1 to skip)"))
+        wgpu_for_tests()
     }
 
     fn random<const D: usize>(shape: [usize; D], rng: &mut Rng, device: &Device) -> Tensor<D> {

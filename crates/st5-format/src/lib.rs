@@ -3,6 +3,7 @@
 //! re-exports every module here under the same name.
 //!
 //! - [`config`]: `T5Config` from `config.json`, validated;
+//! - [`device_choice`]: the devices a run can be asked for, by name (native and web);
 //! - [`files`]: model files from a directory (memory-mapped) or held in memory;
 //! - [`layout`]: the sentence-transformers layout (`modules.json`, Pooling, Dense, Normalize) or
 //!   a plain Hugging Face T5 directory; [`variant`]: the pooling variants;
@@ -19,6 +20,7 @@
 pub mod charsmap;
 pub mod checkpoint;
 pub mod config;
+pub mod device_choice;
 pub mod error;
 pub mod files;
 pub mod fingerprint;

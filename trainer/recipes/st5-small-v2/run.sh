@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# st5-small-v2 end to end, in stages that each fit one session on 2 cores, resumable on a new
+# machine: run it again and it continues from the newest stage it finds.
+# - data ($ST5_DATA, default /var/tmp/st5-small-v2-data, linked as target/st5-small-v2-data):
+#   the sentences and the teachers' vectors in shards (vectors.py: resumable), the distillation
+#   targets, the NLI triplets and the step-0 student; rebuilt when missing;
+# - stages/1-distill, stages/2-distill-more, stages/3-nli: each stage's model, committed in parts
+#   (scripts/model-parts.sh split DIR) once it finishes, so the next stage starts from it
+#   anywhere; a stage interrupted mid-way resumes from its checkpoint when the data directory
+#   survived, else it starts over.
+# Python: tests/reference/requirements.txt, then
+#   pip install --no-deps -r trainer/recipes/st5-small-v2/requirements.txt
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+PY=${PYTHON:-python3}
+here=trainer/recipes/st5-small-v2
+data=${ST5_DATA:-/var/tmp/st5-small-v2-data}
+mkdir -p "$data" target
+ln -sfn "$data" target/st5-small-v2-data
+export ST5_DATA="$data"
+TARGETS=${TARGETS:-mpnet-pca384}
+
+stage_done() { [ -e "$here/stages/$1/model.safetensors.part0" ] || [ -e "$here/stages/$1/model.safetensors" ]; }
+bash scripts/model-parts.sh join "$here"/stages/*/ 2>/dev/null || true
+
+if ! stage_done 1-distill; then
+  "$PY" "$here/vectors.py" --teachers mpnet --targets "$TARGETS"
+  if [ ! -f "$data/init/model.safetensors" ]; then
+    "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher --config "$here/student.json" --out "$data/init"
+  fi
+fi
+if ! stage_done 3-nli && [ ! -f "$data/nli.jsonl" ]; then
+  "$PY" trainer/recipes/st5-mini/nli.py --out "$data/nli.jsonl"
+fi
+cargo build --release --locked --bin trainer --bin st5
+bin=${CARGO_TARGET_DIR:-target}/release
+for stage in 1-distill 2-distill-more 3-nli; do
+  stage_done "$stage" && continue
+  resume=""
+  [ -f "$data/checkpoints/$stage/latest/trainer_state.json" ] && resume="--resume"
+  "$bin/trainer" train --config "$here/$stage.toml" $resume
+  bash scripts/model-parts.sh split "$here/stages/$stage/"
+  echo "stage $stage finished: commit $here/stages/$stage (its parts, not model.safetensors)"
+done
+# What a browser downloads (every file but the card), then STS-B dev by genre and the STS table.
+final="$here/stages/3-nli"
+find "$final" -type f ! -name README.md ! -name '*.part*' -printf '%s\n' | awk '{ s += $1 } END { printf "download: %d bytes\n", s }'
+ST5="$bin/st5" "$PY" trainer/recipes/st5-small/genre.py "$final"
