@@ -3,8 +3,8 @@
 
 use burn::module::Module;
 use st5_core::DEFAULT_BATCH_SIZE;
-use st5_core::transfer::{embed_ids, to_host};
 use st5_core::tokenizer::T5Tokenizer;
+use st5_core::transfer::{embed_ids, to_host};
 
 use super::Run;
 use crate::config::TrainConfig;

@@ -21,10 +21,10 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::Device;
 use st5_core::FileBytes;
-use st5_core::transfer::to_host;
 use st5_core::prompt::{Prompt, PromptMeta};
 use st5_core::save::{SaveOptions, save_sentence_transformers, write_atomically};
 use st5_core::tokenizer::T5Tokenizer;
+use st5_core::transfer::to_host;
 use st5_core::{SentenceT5, WeightDtype};
 
 use crate::config::{StageConfig, TrainConfig};

@@ -9,12 +9,12 @@ use burn::module::{Module, Param};
 use burn::tensor::{Device, Tensor, TensorData};
 use st5_core::files::Dir;
 use st5_core::fingerprint::weights_fingerprint;
-use st5_core::transfer::to_host;
 use st5_core::layout::ModelLayout;
 use st5_core::loader::{Loaded, load_dir};
 use st5_core::prompt::Prompt;
 use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
+use st5_core::transfer::to_host;
 use st5_core::{DeviceChoice, FileBytes, LoadOptions, OpenDevice, SentenceT5, Variant};
 
 use super::checkpoint::{latest_checkpoint, read_checkpoint, with_param_ids};
