@@ -4,7 +4,7 @@
 # (no evaluation test split among them; see shared/data/SOURCES.md). The pools hold about 189k
 # distinct sentences; past that (the 1M benchmark) each further line joins two pool sentences
 # drawn by a fixed seed, so every line is still distinct text for the model to embed (which
-# pairs depends on the awk's generator: mawk's, Debian's default awk, for the README's figures).
+# pairs depends on the awk's generator: mawk's, Debian's default awk, for the figures in docs/search-at-scale.md).
 # Usage: scripts/index-corpus.sh N OUT [DATA_DIR]
 set -euo pipefail
 n=$1 out=$2

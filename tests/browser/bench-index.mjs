@@ -12,7 +12,7 @@
 //       [--real vectors.npy] [--throughput 512]
 //
 // --real: an .npy of float32 rows from `st5 embed` whose last --queries rows are held-out
-// queries and the rest documents, e.g. (README, "Search at scale"):
+// queries and the rest documents, e.g. (docs/search-at-scale.md):
 //   bash scripts/index-corpus.sh 1000050 /tmp/c.txt && st5 embed --input /tmp/c.txt --output /tmp/c.npy
 
 import { closeSync, mkdtempSync, openSync, readSync, writeFileSync } from 'node:fs';

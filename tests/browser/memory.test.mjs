@@ -1,4 +1,4 @@
-// Memory held flat in a long-running page (issue 17): wasm memory and, on WebGPU, live GPU
+// Memory held flat in a long-running page (a search box open for hours must not leak): wasm memory and, on WebGPU, live GPU
 // buffers must stop growing once warm. Long-lived tabs are where embedders leak (transformers.js
 // #860, #1739, #1242, #953), so each case runs a model, or an index, many times on one page:
 // - 200 batches with one model: growth between batch 50 and batch 200 ≤ 5%;

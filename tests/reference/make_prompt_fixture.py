@@ -1,4 +1,4 @@
-"""Soft-prompt reference (issue 16, part 1; Lester et al. 2021): embeddings of the fixture model
+"""Soft-prompt reference (Lester et al. 2021): embeddings of the fixture model
 `st-enc-mean-relu` with P random prompt vectors before each text's token embeddings, computed
 with transformers' T5EncoderModel (`inputs_embeds`), the prompt attended to but not pooled.
 Writes tests/fixtures/prompt/expected.json: the prompt, the texts and their ids, and the
