@@ -30,6 +30,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "st5-mini"))
+sys.path.insert(0, str(HERE.parent / "st5-small"))
+from genre import DEV, scores  # noqa: E402
 from teacher import TRAIN, dedup, extra_sentences, sentences, split_sentences  # noqa: E402
 
 import teachers  # noqa: E402
@@ -129,11 +131,9 @@ def dev_report(out):
     """STS-B dev Spearman × 100 (overall and by genre) of each target kind, as a student that
     matched it exactly would score: the teachers embed the dev sentences, and the projection is
     fitted on the first shard of training vectors, as `targets` fits it on all of them."""
-    from scipy.stats import spearmanr
-
-    rows = [r for r in (line.rstrip("\n").split("\t") for line in open(TRAIN.parent / "stsbenchmark" / "sts-dev.csv", encoding="utf-8")) if len(r) >= 7]
+    rows = [r for r in (line.rstrip("\n").split("\t") for line in open(DEV, encoding="utf-8")) if len(r) >= 7]
     y = np.array([float(r[4]) for r in rows])
-    genre = np.array([r[0].removeprefix("main-") for r in rows])
+    genre = np.array([r[0] for r in rows])
     dev = {}
     for name in teachers.TEACHERS:
         m = teachers.load(name)
@@ -146,10 +146,7 @@ def dev_report(out):
         "concat": [normalise(np.concatenate([a, b], 1)) for a, b in zip(dev["minilm"], dev["mpnet"])],
     }
     for kind, (a, b) in kinds.items():
-        s = (a * b).sum(1)
-        parts = [("all", genre == genre)] + [(g, genre == g) for g in sorted(set(genre))]
-        print(kind, " ".join(f"{n} {spearmanr(s[m], y[m])[0] * 100:.2f}" for n, m in parts), flush=True)
-
+        print(kind, scores(a, b, y, genre), flush=True)
 
 def main():
     ap = argparse.ArgumentParser()
