@@ -3,7 +3,9 @@
 # machine: run it again and it continues from the newest stage it finds.
 # - data ($ST5_DATA, default /var/tmp/st5-small-v2-data, linked as target/st5-small-v2-data):
 #   the sentences and the teachers' vectors in shards (vectors.py: resumable), the distillation
-#   targets, the NLI triplets and the step-0 student; rebuilt when missing;
+#   targets, the NLI triplets and the step-0 student; rebuilt when missing. The targets' packed
+#   shards (targets/mpnet-pca384/, int8) are committed as they are written, so a new machine
+#   embeds only the shards not packed yet;
 # - stages/1-distill, stages/2-distill-more, stages/3-nli: each stage's model, committed in parts
 #   (scripts/model-parts.sh split DIR) once it finishes, so the next stage starts from it
 #   anywhere; a stage interrupted mid-way resumes from its checkpoint when the data directory
@@ -24,7 +26,7 @@ stage_done() { [ -e "$here/stages/$1/model.safetensors.part0" ] || [ -e "$here/s
 bash scripts/model-parts.sh join "$here"/stages/*/ 2>/dev/null || true
 
 if ! stage_done 1-distill; then
-  "$PY" "$here/vectors.py" --teachers mpnet --targets "$TARGETS"
+  "$PY" "$here/vectors.py" --teachers mpnet --pack --targets "$TARGETS"
   if [ ! -f "$data/init/model.safetensors" ]; then
     "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher --config "$here/student.json" --out "$data/init"
   fi
