@@ -1,5 +1,8 @@
 // Model files for st5: fetched from a base URL (discovered by the wasm core's `FilePlanner`, cached
-// with the Cache API, with byte progress) or taken from memory (a file picker, a drop, a Map).
+// with the Cache API, with byte progress) or taken from memory (a file picker, a drop, a Map). In
+// Node a file: URL is read from disk (host.js), with the same progress and the same 404s.
+
+import { fetchUrl } from './host.js';
 
 const CACHE = 'st5-v1';
 const WEIGHTS = /\.(safetensors|bin)$/;
@@ -58,7 +61,7 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, FileP
       }
       return hit;
     }
-    const res = await fetch(url);
+    const res = await fetchUrl(url);
     if (res.status === 404) {
       await markAbsent(url);
       return null;
@@ -89,7 +92,7 @@ export async function fetchModelFiles(baseUrl, { cache = true, onProgress, FileP
     const url = new URL(name, base).href;
     const hit = await cached(url);
     if (hit !== undefined) return hit !== null;
-    const res = await fetch(url, { method: 'HEAD' });
+    const res = await fetchUrl(url, { method: 'HEAD' });
     if (res.status === 404) {
       await markAbsent(url);
       return false;

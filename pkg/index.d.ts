@@ -3,7 +3,9 @@
 /** Where a model comes from: a Hugging Face hub id (`'sentence-transformers/sentence-t5-base'`,
  * resolved at `revision` on `hubUrl`), a directory URL (sentence-transformers or Hugging Face T5
  * layout; a relative one written with './', '/' or a trailing '/', so that it is not read as an
- * id), or its files, as a Map/object of relative path → bytes or Blob, or a FileList / File[]. */
+ * id; in Node.js a path, absolute or relative to the working directory, or a file: URL, and a
+ * directory that exists wins over a hub id spelled the same), or its files, as a Map/object of
+ * relative path → bytes or Blob, or a FileList / File[]. */
 export type ModelSource =
   | string
   | URL
@@ -44,12 +46,12 @@ export interface LoadOptions {
   maxSeqLength?: number;
   /** Caps any one device buffer below the adapter's own limit, in bytes. */
   maxBufferBytes?: number;
-  /** Threads for the CPU path: `threads` Web Workers, each with its own copy of the weights, while
-   * the page's model runs batches until the first worker has loaded (default: one per core, as
-   * far as the workers' copies fit in 1 GiB; `1`: the page alone). Results are the same for any
-   * value. Ignored on WebGPU. */
+  /** Threads for the CPU path: `threads` Web Workers (in Node.js worker_threads), each with its
+   * own copy of the weights, while the page's model runs batches until the first worker has
+   * loaded (default: one per core, as far as the workers' copies fit in 1 GiB; `1`: the page
+   * alone). Results are the same for any value. Ignored on WebGPU. */
   threads?: number;
-  /** Cache downloads with the Cache API (default true). */
+  /** Cache downloads with the Cache API (default true; Node.js has none and reads every time). */
   cache?: boolean;
   /** For a hub id: the branch, tag or commit (default `'main'`). */
   revision?: string;
@@ -95,7 +97,8 @@ export declare class Model {}
 /** Loads a model on this thread. */
 export function load(source: ModelSource, options?: LoadOptions): Promise<Model>;
 
-/** Loads a model in a Web Worker; the page never blocks. `onProgress` runs on this thread. */
+/** Loads a model in a Web Worker (in Node.js a worker_threads one); the page never blocks.
+ * `onProgress` runs on this thread. */
 export function loadInWorker(source: ModelSource, options?: LoadOptions): Promise<SentenceEncoder>;
 
 /** Deletes every cached st5 download. */
@@ -136,7 +139,8 @@ export interface IndexOptions {
   oversample?: number;
   /**
    * Where a quantized index keeps the f32 vectors it rescores with: `'opfs'` (the Origin Private
-   * File System, out of the tab's memory; default where available) or `'memory'` (faster reads).
+   * File System, out of the tab's memory; default where available) or `'memory'` (faster reads;
+   * the only one in Node.js).
    */
   rescore?: 'opfs' | 'memory';
 }
@@ -189,7 +193,8 @@ export declare class SearchIndex {
   searchVectors(queries: Float32Array, k?: number): Promise<Hit[][]>;
   /** Every f32 vector, row-major in id order. */
   vectors(): Promise<Float32Array>;
-  /** Saves to IndexedDB under the index's name, replacing what was there. */
+  /** Saves to IndexedDB under the index's name, replacing what was there (Node.js has no
+   * IndexedDB: this rejects there; keep the index with `export`). */
   save(): Promise<void>;
   /** The index as one file (a header, the raw vectors and any codes), for `importIndex`. */
   export(): Promise<Blob>;
@@ -203,7 +208,8 @@ export function createIndex(model: SentenceEncoder, options?: IndexOptions): Pro
 /**
  * The index of `texts` for `model`: restored from IndexedDB when a saved one matches (no
  * embedding), extended when the saved corpus is a prefix of `texts`, else built; stale or
- * corrupt entries are rebuilt. `reason` says why a saved index was not used as it was.
+ * corrupt entries are rebuilt. `reason` says why a saved index was not used as it was. Without
+ * IndexedDB (Node.js) it builds the index in memory every time and saves nothing.
  */
 export function openIndex(
   model: SentenceEncoder,

@@ -1,9 +1,11 @@
-// Loading a model: where its files come from (a directory URL, a Hugging Face hub id, or files in
-// memory), its soft prompt, its device, and for the CPU a pool of workers. `load` makes a `Model`
-// on this thread (model.js); `loadInWorker` makes one in a Web Worker (worker-client.js).
+// Loading a model: where its files come from (a directory URL, in Node a path, a Hugging Face hub
+// id, or files in memory), its soft prompt, its device, and for the CPU a pool of workers. `load`
+// makes a `Model` on this thread (model.js); `loadInWorker` makes one in a worker
+// (worker-client.js).
 
 import { chooseDevice } from './devices.js';
 import { fetchModelFiles, memoryFiles } from './files.js';
+import { absoluteUrl, canStartWorkers, cores, fetchUrl, isDirectory } from './host.js';
 import { Model, applyPrompt, loadInner } from './model.js';
 import { PoolModel, defaultThreads } from './pool.js';
 import { combineHashes, fileHashes, glue, sha256, wasm } from './runtime.js';
@@ -12,36 +14,42 @@ import { startWorker } from './worker-client.js';
 const isUrl = (s) => typeof s === 'string' || s instanceof URL;
 
 /** A Hugging Face hub id (`owner/name`), as transformers.js takes them. A directory path says so
- * with './', '/', a trailing '/' or a scheme. */
+ * with './', '/', a trailing '/' or a scheme; in Node a directory that exists is a path too. */
 const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
 const DEFAULT_HUB_URL = 'https://huggingface.co';
 
-/** `source` as a URL: a hub id becomes its files' directory at `revision` on `hubUrl`. */
-function resolveSource(source, { revision = 'main', hubUrl = DEFAULT_HUB_URL } = {}) {
-  if (typeof source !== 'string' || !HUB_ID.test(source)) return { source, hub: null };
+const isHubId = async (s) => typeof s === 'string' && HUB_ID.test(s) && !(await isDirectory(s));
+
+/**
+ * Where `source`'s files are: `{ url, hub }`, `url` the absolute directory URL (for a hub id, its
+ * files at `revision` on `hubUrl`, which `hub` names for errors); `url` null for files in memory.
+ */
+async function locate(source, { revision = 'main', hubUrl = DEFAULT_HUB_URL } = {}) {
+  if (!isUrl(source)) return { url: null, hub: null };
+  if (!(await isHubId(source))) return { url: await absoluteUrl(source), hub: null };
   const base = `${String(hubUrl).replace(/\/+$/, '')}/${source}/resolve/${encodeURIComponent(revision)}/`;
-  return { source: base, hub: `${source} (revision ${revision}) on ${hubUrl}` };
+  return { url: await absoluteUrl(base), hub: `${source} (revision ${revision}) on ${hubUrl}` };
 }
 
 /**
  * Loads a Sentence-T5 model.
- * @param {string | URL | Map | object | FileList | File[]} source a directory URL holding a
- *   sentence-transformers or Hugging Face T5 layout, or the files themselves
+ * @param {string | URL | Map | object | FileList | File[]} source a directory URL (in Node also
+ *   a path) holding a sentence-transformers or Hugging Face T5 layout, a hub id, or the files
  * @param {import('./index.d.ts').LoadOptions} [options]
  * @returns {Promise<Model>}
  */
 export async function load(modelSource, options = {}) {
   const { device = 'auto', onProgress, cache = true, threads, prompt, revision, hubUrl, ...modelOptions } = options;
-  const { source, hub } = resolveSource(modelSource, { revision, hubUrl });
   const started = performance.now();
+  const { url, hub } = await locate(modelSource, { revision, hubUrl });
   await wasm();
   const promptBytes = prompt == null ? null : readPrompt(prompt);
-  const { files, label } = isUrl(source)
-    ? await fetchModelFiles(source, { cache, onProgress, FilePlanner: glue().FilePlanner }).catch((err) => {
+  const { files, label } = url
+    ? await fetchModelFiles(url, { cache, onProgress, FilePlanner: glue().FilePlanner }).catch((err) => {
         // Name what the caller asked for, not only the URL it became.
         throw hub ? Object.assign(new Error(`st5: ${hub}: ${err.message}`), { code: err.code }) : err;
       })
-    : await memoryFiles(source);
+    : await memoryFiles(modelSource);
   // Web Crypto hashes a copy of each file off the main thread: beside the model's construction
   // for small models, where the time matters; before it for large ones, where the memory does
   // (the copy is gone before wasm takes its own).
@@ -65,11 +73,11 @@ export async function load(modelSource, options = {}) {
   // traps; in-memory sources are the caller's own objects, so holding them costs nothing extra.
   const reload = async () => {
     await wasm();
-    return isUrl(source) ? fetchModelFiles(source, { cache, FilePlanner: glue().FilePlanner }) : memoryFiles(source);
+    return url ? fetchModelFiles(url, { cache, FilePlanner: glue().FilePlanner }) : memoryFiles(modelSource);
   };
   const model = new Model(inner, reload, modelOptions, await id, applied);
-  const workers = threads ?? defaultThreads(weightBytes(files));
-  if (inner.device !== 'cpu' || !(workers > 1) || typeof Worker === 'undefined') return model;
+  const workers = threads ?? defaultThreads(weightBytes(files), await cores());
+  if (inner.device !== 'cpu' || !(workers > 1) || !canStartWorkers) return model;
   // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
   const workerOptions = { ...modelOptions, device: 'cpu', threads: 1, prompt: applied?.bytes };
   const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions));
@@ -86,8 +94,8 @@ const weightBytes = (files) =>
 /** A soft prompt's bytes and the name its errors give, from a URL or the bytes themselves. */
 async function readPrompt(prompt) {
   if (isUrl(prompt)) {
-    const url = String(prompt);
-    const response = await fetch(url);
+    const url = await absoluteUrl(prompt);
+    const response = await fetchUrl(url);
     if (!response.ok) throw new Error(`st5: soft prompt ${url}: HTTP ${response.status}`);
     return { bytes: new Uint8Array(await response.arrayBuffer()), label: url };
   }
@@ -103,15 +111,17 @@ async function readPrompt(prompt) {
 }
 
 /**
- * As `load`, but the model runs in a Web Worker, so the page never blocks. The returned object
- * has the same interface; `onProgress` is called on this thread.
+ * As `load`, but the model runs in a worker (a Web Worker; in Node a worker_threads one), so the
+ * page never blocks. The returned object has the same interface; `onProgress` is called on this
+ * thread.
  */
-export function loadInWorker(model, options = {}) {
+export async function loadInWorker(model, options = {}) {
   const { onProgress, ...rest } = options;
-  const absolute = (s) => (isUrl(s) ? String(new URL(String(s), globalThis.location?.href)) : s);
+  if (!canStartWorkers) throw new Error('st5: loadInWorker needs Web Workers, which this environment lacks');
   // The worker resolves URLs against its own script: pass them absolute. A hub id goes as it is,
   // so that the worker's errors name it.
-  const source = typeof model === 'string' && HUB_ID.test(model) ? model : absolute(model);
-  const hubUrl = rest.hubUrl === undefined ? undefined : absolute(rest.hubUrl);
-  return startWorker(source, { ...rest, prompt: absolute(rest.prompt), hubUrl }, onProgress);
+  const absolute = (s) => (isUrl(s) ? absoluteUrl(s) : s);
+  const source = (await isHubId(model)) ? model : await absolute(model);
+  const hubUrl = rest.hubUrl === undefined ? undefined : await absolute(rest.hubUrl);
+  return startWorker(source, { ...rest, prompt: await absolute(rest.prompt), hubUrl }, onProgress);
 }

@@ -3,7 +3,7 @@
 // batches the model itself would run (`planBatches`: length-bucketed, so each batch is padded as
 // on one thread), and each worker takes the next batch as soon as it is free. Each batch is the
 // same forward pass on the same wasm code as on one thread, so results are bit-identical to
-// `threads: 1`.
+// `threads: 1`. In Node the workers are worker_threads ones (host.js), driven the same way.
 //
 // Workers start on the first call that has more than one batch: a page that embeds one query at
 // a time never pays for them, and loading them does not compete with the page's start-up. The
@@ -24,11 +24,10 @@ import { CallQueue, PANIC_FOR_TEST, defineFacts, rows } from './runtime.js';
 const WORKER_WEIGHT_BUDGET = 1 << 30;
 
 /**
- * Workers for `threads: undefined`: one per core, as far as their copies of `weightBytes` fit in
- * `WORKER_WEIGHT_BUDGET` (at least one).
+ * Workers for `threads: undefined`: one per core (`cores`, host.js), as far as their copies of
+ * `weightBytes` fit in `WORKER_WEIGHT_BUDGET` (at least one).
  */
-export function defaultThreads(weightBytes) {
-  const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
+export function defaultThreads(weightBytes, cores) {
   const byMemory = Math.floor(WORKER_WEIGHT_BUDGET / Math.max(weightBytes, 1));
   return Math.max(1, Math.min(cores, byMemory));
 }

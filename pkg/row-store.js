@@ -136,5 +136,8 @@ async function sweep(dir) {
 
 /** A row store of `kind` ('opfs' or 'memory') for `dim`-wide vectors. */
 export async function createRowStore(kind, dim) {
-  return kind === 'opfs' ? OpfsRows.create(dim) : new MemoryRows(dim);
+  if (kind === 'memory') return new MemoryRows(dim);
+  if (!(await opfsAvailable()))
+    throw new Error("st5: rescore 'opfs' needs the Origin Private File System, absent here");
+  return OpfsRows.create(dim);
 }

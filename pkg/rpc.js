@@ -6,6 +6,10 @@
 // error's `message`, `code` and `call`, which the caller gets back as an Error with the same
 // fields. Messages without an id are notices (a worker's progress or warnings), handed to the
 // client's `onNotice`.
+//
+// In Node the worker is a worker_threads one (host.js's `nodeWorker`), which has `ref` and
+// `unref`: it keeps the process alive only while a call is in flight, so that a script ends
+// when its work is done even if it never disposes its model. Web Workers have neither.
 
 const TRANSFER = Symbol('transfer');
 
@@ -25,10 +29,12 @@ export class RpcClient {
    */
   constructor(worker, { name, onNotice }) {
     this.#worker = worker;
+    worker.unref?.();
     worker.onmessage = ({ data }) => {
       if (data.id === undefined) return onNotice?.(data);
       const call = this.#pending.get(data.id);
       this.#pending.delete(data.id);
+      if (!this.#pending.size) worker.unref?.();
       if (data.error === undefined) return call?.resolve(data.value);
       const { message, code, call: where } = data.error;
       call?.reject(Object.assign(new Error(message), { code, call: where }));
@@ -37,6 +43,7 @@ export class RpcClient {
       const err = new Error(`${name}: ${e.message || 'failed to start'}`);
       for (const call of this.#pending.values()) call.reject(err);
       this.#pending.clear();
+      worker.unref?.();
     };
   }
 
@@ -45,6 +52,7 @@ export class RpcClient {
     const id = this.#next++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
+      this.#worker.ref?.();
       this.#worker.postMessage({ ...args, id, op }, buffers);
     });
   }

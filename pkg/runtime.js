@@ -1,6 +1,7 @@
 // The wasm module, instantiated once per page or worker, shared by the model and the index, and
 // instantiated again after a trap (a Rust panic aborts the instance; see `guard`).
 
+import { wasmSource } from './host.js';
 import * as firstGlue from './wasm/st5_wasm.js';
 
 // The smallest module that uses relaxed SIMD (`f32x4.relaxed_madd` on three zero vectors): it
@@ -41,7 +42,12 @@ let traps = 0;
  */
 export function wasm() {
   ready ??= (async () => {
-    const file = wasmFlavor() === 'relaxed' ? 'st5_wasm_relaxed_bg.wasm' : 'st5_wasm_bg.wasm';
+    // Two literal URLs, not one template: a bundler emits both files (a page downloads one), where
+    // for a template webpack emits every file under wasm/ it might name, the .d.ts files too.
+    const url =
+      wasmFlavor() === 'relaxed'
+        ? new URL('./wasm/st5_wasm_relaxed_bg.wasm', import.meta.url)
+        : new URL('./wasm/st5_wasm_bg.wasm', import.meta.url);
     // wasm-bindgen's glue holds one instance per module record, so a fresh instance needs a fresh
     // record of the same file: the URL with a query. Bundlers leave this import alone.
     const glue = instances++
@@ -49,7 +55,7 @@ export function wasm() {
           /* @vite-ignore */ /* webpackIgnore: true */ `${new URL('./wasm/st5_wasm.js', import.meta.url)}?instance=${instances}`
         )
       : firstGlue;
-    exports = await glue.default({ module_or_path: new URL(`./wasm/${file}`, import.meta.url) });
+    exports = await glue.default({ module_or_path: await wasmSource(url) });
     current = glue;
     return glue;
   })();

@@ -4,6 +4,8 @@
 // A quantized index (`quantize: 'int8' | 'binary'`) searches codes of 1 byte or 1 bit a
 // dimension, then rescores `k × oversample` candidates exactly with their f32 vectors, which a
 // row store keeps outside the searchable part (row-store.js: OPFS by default, or memory).
+// Node has neither IndexedDB nor OPFS: there an index lives in memory, and `export` and
+// `importIndex` keep it.
 
 import { chooseDevice } from './devices.js';
 import { generation, glue, guard, sha256, wasm } from './runtime.js';
@@ -24,6 +26,8 @@ const RESTORE = Symbol('restore');
 
 function idb(op) {
   return new Promise((resolve, reject) => {
+    if (!globalThis.indexedDB)
+      throw new Error('st5: no IndexedDB here (Node.js has none): keep an index with export()');
     const open = indexedDB.open(DB, 1);
     open.onupgradeneeded = () => open.result.createObjectStore(STORE);
     open.onerror = () => reject(open.error);
@@ -342,7 +346,9 @@ export async function openIndex(model, texts, { onProgress, batchSize, ...option
     console.warn(`st5: saved index "${name}" ${reason}; rebuilding it`);
   }
   const { added } = await index.add(texts, { onProgress, batchSize });
-  if (added || reason) await index.save().catch((e) => console.warn(`st5: could not save the index: ${e.message}`));
+  // Without IndexedDB (Node) there is nowhere to save, and nothing to warn about on every open.
+  if ((added || reason) && globalThis.indexedDB)
+    await index.save().catch((e) => console.warn(`st5: could not save the index: ${e.message}`));
   return { index, restored, reason: record ? reason : null };
 }
 

@@ -1,7 +1,9 @@
-// The page's side of a model in a Web Worker (worker.js): what `loadInWorker` returns and what
-// the CPU pool (pool.js) runs its batches on. Calls go over rpc.js; the worker reports the
-// model's facts (device, dim, ...) with each reply that can change them.
+// The page's side of a model in a Web Worker (worker.js; in Node a worker_threads one): what
+// `loadInWorker` returns and what the CPU pool (pool.js) runs its batches on. Calls go over
+// rpc.js; the worker reports the model's facts (device, dim, ...) with each reply that can change
+// them.
 
+import { inNode, nodeWorker } from './host.js';
 import { MODEL_FACTS, PANIC_FOR_TEST, defineFacts, rejectUnlessTexts, rows } from './runtime.js';
 import { RpcClient } from './rpc.js';
 
@@ -33,7 +35,11 @@ class WorkerModel {
 
   /** Starts the worker and loads the model there. */
   async start() {
-    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    // The literal `new Worker(new URL('./worker.js', import.meta.url), ...)` is what bundlers
+    // look for to bundle the worker; in Node it is a worker_threads one.
+    const worker = inNode
+      ? await nodeWorker('./worker.js')
+      : new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
     const rpc = new RpcClient(worker, {
       name: 'st5 worker',
       onNotice: (data) => {

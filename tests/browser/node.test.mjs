@@ -1,0 +1,254 @@
+// The Node.js test: `npm pack` the package, install the tarball into a scratch app, and use it
+// from Node as a user's script does (`import ... from 'st5'`, resolved through the package's
+// `exports` from the app's node_modules), on the CPU path with the same wasm as the browser: the
+// reference fixture loaded by path, by file: URL, over http and by hub id from a fake hub on
+// localhost, compared with the Python reference (tests/reference/make_fixtures.py) within the
+// browser CPU path's 1e-5; the CPU pool on worker_threads against one thread; loadInWorker; a
+// search index in memory (Node has no IndexedDB or OPFS); and a script that never disposes its
+// model still exits.
+//
+//   node tests/browser/node.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs all)
+
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { FIXTURES, ROOT, expected, installPackage, maxAbsDiff, runCases, serve } from './harness.mjs';
+
+// The CPU path, as in npm.test.mjs.
+const CPU_TOL = 1e-5;
+const ST = 'st-enc-mean-relu';
+const DIR = join(FIXTURES, ST);
+const st = expected(ST);
+const want = st.embeddings['enc-mean'];
+
+const { app } = installPackage();
+// A module of the app that re-exports the package by its name, as any file of the app would
+// import it; importing it here resolves 'st5' from the app, through the package's `exports`.
+writeFileSync(join(app, 'st5.mjs'), "export * from 'st5';\n");
+const st5 = await import(pathToFileURL(join(app, 'st5.mjs')).href);
+// Which wasm module this Node runs (relaxed SIMD where its V8 validates it, else SIMD128): the
+// installed package's own runtime.js, the module instance `st5` uses.
+const { wasmFlavor } = await import(pathToFileURL(join(app, 'node_modules/st5/runtime.js')).href);
+
+// A fake Hugging Face hub: `{hub}/{id}/resolve/{revision}/{file}`, and the fixtures over http.
+const server = await serve({ '/models/': FIXTURES, '/hub/st5-test/tiny/resolve/main/': DIR });
+const hubUrl = `${server.url}/hub`;
+const hubHits = () => [...server.hits].filter(([p]) => p.startsWith('/hub/')).reduce((n, [, c]) => n + c, 0);
+
+/** Loads `source` on the CPU, embeds the reference sentences, disposes; the rows and facts. */
+async function embedWith(source, options = {}, open = st5.load) {
+  const model = await open(source, { device: 'cpu', threads: 1, ...options });
+  const rows = await model.embed(st.sentences);
+  const facts = { device: model.device, dim: model.dim, threads: model.threads };
+  await model.dispose();
+  return { rows, ...facts };
+}
+
+/** `embedWith`'s rows within the CPU tolerance of the reference; the error. */
+function checkParity(r, what) {
+  const err = maxAbsDiff(r.rows, want);
+  if (r.device !== 'cpu' || !(err <= CPU_TOL)) throw new Error(`${what}: device ${r.device}, max abs error ${err}`);
+  return err;
+}
+
+const rejection = (promise) =>
+  promise.then(
+    () => 'loaded',
+    (e) => e.message,
+  );
+
+const failed = await runCases([
+  [
+    'path_loads_absolute_and_relative_and_match_reference_on_cpu',
+    async () => {
+      const absolute = checkParity(await embedWith(DIR), 'absolute path');
+      const rel = relative(process.cwd(), DIR);
+      const relErr = checkParity(await embedWith(rel), `relative path ${rel}`);
+      return `${wasmFlavor()} module; max abs error ${absolute.toExponential(2)} (absolute), ${relErr.toExponential(2)} (${rel})`;
+    },
+  ],
+  [
+    'directory_path_wins_over_a_hub_id_spelled_the_same',
+    async () => {
+      // `fixtures/st-enc-mean-relu` reads as a hub id; from tests/ it is also a directory.
+      const id = `fixtures/${ST}`;
+      const cwd = process.cwd();
+      const before = hubHits();
+      let err;
+      let elsewhere;
+      try {
+        process.chdir(join(ROOT, 'tests'));
+        err = checkParity(await embedWith(id, { hubUrl }), id);
+        // Where no such directory exists, the same string goes to the hub (which lacks it).
+        process.chdir(ROOT);
+        elsewhere = await rejection(st5.load(id, { device: 'cpu', hubUrl }));
+      } finally {
+        process.chdir(cwd);
+      }
+      if (!elsewhere.includes(`${id} (revision main)`)) throw new Error(`from the root: ${elsewhere}`);
+      if (hubHits() === before) throw new Error('from the root the id never reached the hub');
+      return `from tests/: the directory (max abs error ${err.toExponential(2)}); from the root: "${elsewhere.slice(0, 100)}"`;
+    },
+  ],
+  [
+    'file_urls_load_and_match_reference',
+    async () => {
+      const url = pathToFileURL(DIR);
+      const errs = [
+        checkParity(await embedWith(url), 'a URL object'),
+        checkParity(await embedWith(`${url.href}/`), 'a file: URL string'),
+      ];
+      return `max abs error ${errs.map((e) => e.toExponential(2)).join(', ')}`;
+    },
+  ],
+  [
+    'http_url_loads_and_matches_reference',
+    async () => {
+      const err = checkParity(await embedWith(`${server.url}/models/${ST}/`), 'http');
+      return `max abs error ${err.toExponential(2)}`;
+    },
+  ],
+  [
+    'missing_directory_is_an_error_naming_it',
+    async () => {
+      const missing = join(FIXTURES, 'no-such-model');
+      const message = await rejection(st5.load(missing, { device: 'cpu' }));
+      if (!message.includes(pathToFileURL(missing).href)) throw new Error(message);
+      return `"${message.slice(0, 140)}"`;
+    },
+  ],
+  [
+    'hub_id_loads_from_a_mirror_and_a_missing_one_names_id_and_revision',
+    async () => {
+      const err = checkParity(await embedWith('st5-test/tiny', { hubUrl }), 'hub id');
+      const refused = [
+        await rejection(st5.load('st5-test/missing', { device: 'cpu', hubUrl })),
+        await rejection(st5.load('st5-test/tiny', { device: 'cpu', hubUrl, revision: 'v2' })),
+      ];
+      const names = [
+        ['st5-test/missing', 'revision main'],
+        ['st5-test/tiny', 'revision v2'],
+      ];
+      refused.forEach((m, i) => {
+        if (!names[i].every((w) => m.includes(w))) throw new Error(`error ${i}: ${m}`);
+      });
+      return `max abs error ${err.toExponential(2)}; "${refused[1].slice(0, 120)}"`;
+    },
+  ],
+  [
+    'cpu_pool_on_worker_threads_is_bit_identical_to_one_thread',
+    async () => {
+      // 48 texts in batches of 2: once both workers have loaded, each takes batches from the
+      // start of the call (pool.js hands the next batch to every idle worker), so both run.
+      const texts = [...st.sentences, ...st.sentences, ...st.sentences, ...st.sentences];
+      const one = await st5.load(DIR, { device: 'cpu', threads: 1, batchSize: 2 });
+      const single = await one.embedFlat(texts);
+      await one.dispose();
+      const pool = await st5.load(DIR, { device: 'cpu', threads: 2, batchSize: 2 });
+      const first = await pool.embedFlat(texts); // starts the workers; the main thread runs it
+      for (let i = 0; i < 1200 && pool.threads < 2; i++) await new Promise((ok) => setTimeout(ok, 50));
+      const threads = pool.threads;
+      const batches = pool.planBatches(texts).length;
+      const pooled = await pool.embedFlat(texts);
+      const dim = pool.dim;
+      await pool.dispose();
+      const same = (a) => a.length === single.length && a.every((x, i) => Object.is(x, single[i]));
+      if (threads !== 2 || !same(first) || !same(pooled))
+        throw new Error(`threads ${threads}, first call identical ${same(first)}, pooled identical ${same(pooled)}`);
+      const rows = want.map((_, i) => pooled.subarray(i * dim, (i + 1) * dim));
+      const err = maxAbsDiff(rows, want);
+      if (!(err <= CPU_TOL)) throw new Error(`max abs error ${err}`);
+      return `2 worker_threads, ${batches} batches: bit-identical to one thread; max abs error ${err.toExponential(2)}`;
+    },
+  ],
+  [
+    'load_in_worker_runs_on_worker_threads',
+    async () => {
+      const errs = [
+        checkParity(await embedWith(DIR, {}, st5.loadInWorker), 'a path'),
+        checkParity(await embedWith('st5-test/tiny', { hubUrl }, st5.loadInWorker), 'a hub id'),
+      ];
+      const refused = await rejection(st5.loadInWorker('st5-test/missing', { device: 'cpu', hubUrl }));
+      if (!refused.includes('st5-test/missing (revision main)')) throw new Error(refused);
+      return `max abs error ${errs.map((e) => e.toExponential(2)).join(', ')}; "${refused.slice(0, 90)}"`;
+    },
+  ],
+  [
+    'search_index_works_in_memory',
+    async () => {
+      const model = await st5.load(DIR, { device: 'cpu', threads: 1 });
+      const warnings = [];
+      const warn = console.warn;
+      console.warn = (...args) => warnings.push(args.join(' '));
+      try {
+        // Distinct texts only: '' and '   ' may embed alike, and a tie goes to the lower id.
+        const queries = [0, 3, 7, 9, 11];
+        const out = [];
+        for (const quantize of ['none', 'int8']) {
+          const index = await st5.createIndex(model, { quantize });
+          await index.add(st.sentences);
+          if (index.device !== 'cpu' || index.size !== st.sentences.length)
+            throw new Error(`${quantize}: device ${index.device}, size ${index.size}`);
+          if (quantize !== 'none' && index.rescore !== 'memory') throw new Error(`rescore ${index.rescore}`);
+          const top = async (ix) => Promise.all(queries.map(async (i) => (await ix.search(st.sentences[i], 3)).hits));
+          const hits = await top(index);
+          hits.forEach((h, j) => {
+            if (h[0].id !== queries[j] || !(h[0].score > 0.999))
+              throw new Error(`${quantize}: "${st.sentences[queries[j]]}" → ${JSON.stringify(h[0])}`);
+          });
+          // export → importIndex gives the same hits and scores.
+          const imported = await st5.importIndex(model, await index.export());
+          const again = await top(imported);
+          if (JSON.stringify(again) !== JSON.stringify(hits)) throw new Error(`${quantize}: import changed the hits`);
+          imported.dispose();
+          index.dispose();
+          out.push(`${quantize}${index.rescore ? ` (rescore ${index.rescore})` : ''}`);
+        }
+        // openIndex builds in memory without IndexedDB, quietly; save() says why it cannot.
+        const { index, restored, reason } = await st5.openIndex(model, st.sentences);
+        const saved = await rejection(index.save());
+        index.dispose();
+        if (restored !== 0 || reason !== null || index.texts.length !== st.sentences.length)
+          throw new Error(`openIndex: restored ${restored}, reason ${reason}`);
+        if (!saved.includes('IndexedDB')) throw new Error(`save(): ${saved}`);
+        if (warnings.length) throw new Error(`warnings: ${warnings.join(' | ')}`);
+        return `${out.join(', ')}: top hits right, export/import identical; openIndex in memory; save(): "${saved}"`;
+      } finally {
+        console.warn = warn;
+        await model.dispose();
+      }
+    },
+  ],
+  [
+    'a_script_that_never_disposes_its_pool_still_exits',
+    async () => {
+      // A user's script in the app, run by a child Node: `import { load } from 'st5'`, a pool of
+      // two worker_threads that has loaded and embedded, and no dispose(). Idle workers must not
+      // hold the process open (rpc.js unrefs them between calls).
+      writeFileSync(
+        join(app, 'script.mjs'),
+        `import { load } from 'st5';
+const model = await load(process.argv[2], { device: 'cpu', threads: 2, batchSize: 2 });
+const texts = Array.from({ length: 16 }, (_, i) => 'text number ' + i);
+await model.embed(texts);
+while (model.threads < 2) await new Promise((ok) => setTimeout(ok, 50));
+const rows = await model.embed(texts);
+console.log(JSON.stringify({ threads: model.threads, rows: rows.length, dim: model.dim }));
+`,
+      );
+      const t0 = Date.now();
+      const { stdout } = await promisify(execFile)(process.execPath, ['script.mjs', DIR], {
+        cwd: app,
+        timeout: 120_000,
+      });
+      const r = JSON.parse(stdout.trim().split('\n').at(-1));
+      if (r.threads !== 2 || r.rows !== 16) throw new Error(stdout);
+      return `exited by itself after ${((Date.now() - t0) / 1000).toFixed(1)} s: ${stdout.trim()}`;
+    },
+  ],
+]);
+
+await server.close();
+process.exit(failed ? 1 : 0);
