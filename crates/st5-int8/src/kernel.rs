@@ -1,0 +1,393 @@
+//! The kernels: which exist and which this machine runs ([`Kernel`]), the scalar reference, and
+//! the one register-tiled loop every SIMD kernel runs with its own dot-product step ([`Dot`]).
+//!
+//! Bit-for-bit equality with the scalar kernel holds by construction: every kernel computes each
+//! output's dot product exactly in i32 (integer addition is associative, and the bounds in the
+//! crate documentation keep every intermediate inside its lane), then hands it to the same
+//! [`rescale`] call.
+
+use crate::quant::{ActBits, QuantizedRows, Weights};
+use crate::rescale;
+
+/// A kernel for [`matmul`](crate::matmul). Which exist depends on the target; which run, on the
+/// CPU ([`Kernel::available`]); which accept 8-bit activations, on the instruction
+/// ([`Kernel::accepts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// Plain Rust, the reference every other kernel equals.
+    Scalar,
+    /// x86-64 AVX2: codes sign-extended to i16, `vpmaddwd` (exact for any codes).
+    Avx2,
+    /// x86-64 AVX2: `vpmaddubsw` on activations offset to [1, 127] (7-bit activations only;
+    /// pairs of products stay within i16, so it never saturates), then `vpmaddwd` by ones.
+    Avx2Ubs,
+    /// x86-64 AVX-512 VNNI: `vpdpbusd` on 64-byte vectors, activations offset by 128 into u8.
+    Avx512Vnni,
+    /// x86-64 AVX-VNNI (the VEX form of `vpdpbusd`, 32-byte vectors), as [`Kernel::Avx512Vnni`].
+    AvxVnni,
+    /// WebAssembly SIMD128: codes widened to i16, `i32x4.dot_i16x8_s`.
+    Simd128,
+    /// WebAssembly relaxed SIMD: `i32x4.relaxed_dot_i8x16_i7x16_add_s` with weights as the
+    /// signed operand and activations offset to [1, 127] as the 7-bit one (7-bit activations
+    /// only). Present when the module is built with `relaxed-simd` (a target feature or this
+    /// crate's feature); nothing can detect it at run time, the host picks the module.
+    RelaxedSimd,
+    /// AArch64 `sdot` (the `dotprod` extension): signed × signed, four products into each i32.
+    Sdot,
+}
+
+impl Kernel {
+    /// Every kernel this build contains and this CPU runs, the scalar one first.
+    pub fn available() -> Vec<Kernel> {
+        let all = [
+            Kernel::Scalar,
+            Kernel::Avx2,
+            Kernel::Avx2Ubs,
+            Kernel::Avx512Vnni,
+            Kernel::AvxVnni,
+            Kernel::Simd128,
+            Kernel::RelaxedSimd,
+            Kernel::Sdot,
+        ];
+        all.into_iter().filter(|k| k.is_available()).collect()
+    }
+
+    /// Whether this build contains the kernel and this CPU runs it.
+    pub fn is_available(self) -> bool {
+        match self {
+            Kernel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 | Kernel::Avx2Ubs => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => {
+                std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("avxvnni")
+            }
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Kernel::Simd128 => true,
+            #[cfg(all(
+                target_arch = "wasm32",
+                target_feature = "simd128",
+                any(target_feature = "relaxed-simd", feature = "relaxed-simd")
+            ))]
+            Kernel::RelaxedSimd => true,
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Sdot => std::arch::is_aarch64_feature_detected!("dotprod"),
+            #[allow(unreachable_patterns)] // every kernel is reachable on some target
+            _ => false,
+        }
+    }
+
+    /// Whether the kernel takes activations of `bits`: the 7-bit-operand instructions take
+    /// only [`ActBits::Seven`].
+    pub fn accepts(self, bits: ActBits) -> bool {
+        !matches!((self, bits), (Kernel::Avx2Ubs | Kernel::RelaxedSimd, ActBits::Eight))
+    }
+
+    /// The fastest available kernel for activations of `bits` (measured order: VNNI, then the
+    /// 7-bit forms, then the 16-bit ones; the crate's benchmark).
+    pub fn best(bits: ActBits) -> Kernel {
+        [
+            Kernel::Avx512Vnni,
+            Kernel::AvxVnni,
+            Kernel::Avx2Ubs,
+            Kernel::Avx2,
+            Kernel::RelaxedSimd,
+            Kernel::Simd128,
+            Kernel::Sdot,
+        ]
+        .into_iter()
+        .find(|k| k.accepts(bits) && k.is_available())
+        .unwrap_or(Kernel::Scalar)
+    }
+
+    /// Runs the kernel; [`matmul`](crate::matmul) has checked shapes, availability and bits.
+    pub(crate) fn run(self, x: &QuantizedRows, w: &Weights, out: &mut [f32]) {
+        match self {
+            Kernel::Scalar => scalar(x, w, out),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => crate::x86::avx2(x, w, out),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2Ubs => crate::x86::avx2_ubs(x, w, out),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => crate::x86::avx512_vnni(x, w, out),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => crate::x86::avx_vnni(x, w, out),
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            Kernel::Simd128 => crate::wasm::simd128(x, w, out),
+            #[cfg(all(
+                target_arch = "wasm32",
+                target_feature = "simd128",
+                any(target_feature = "relaxed-simd", feature = "relaxed-simd")
+            ))]
+            Kernel::RelaxedSimd => crate::wasm::relaxed_simd(x, w, out),
+            #[cfg(target_arch = "aarch64")]
+            Kernel::Sdot => crate::arm::sdot(x, w, out),
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("{self:?} is not in this build"),
+        }
+    }
+}
+
+/// The reference: each output's dot product summed in i32 in index order, then rescaled.
+fn scalar(x: &QuantizedRows, w: &Weights, out: &mut [f32]) {
+    let n = w.rows();
+    for (i, out_row) in out.chunks_exact_mut(n.max(1)).take(x.rows()).enumerate() {
+        for (j, o) in out_row.iter_mut().enumerate() {
+            let dot =
+                x.row(i).iter().zip(w.row(j)).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
+            *o = rescale(dot, x.scale(i), w.scale(j));
+        }
+    }
+}
+
+/// One instruction family's step of the tiled loop in [`tiles`]: vectors of `STEP` codes of an
+/// activation row and a weight row multiplied and added into a vector of i32 partial sums.
+///
+/// The methods are `unsafe` because they execute the family's instructions: callers run them
+/// only inside a function compiled with (and a CPU that has) its target features, and pass
+/// pointers to `STEP` readable codes.
+pub(crate) trait Dot {
+    /// Codes one step reads from each row; divides [`K_ALIGN`](crate::K_ALIGN).
+    const STEP: usize;
+    /// Added to every activation code before the product, for instructions that take it
+    /// unsigned: the products then sum to `dot + OFFSET · Σ w`, and [`tiles`] subtracts the
+    /// second term with the weight row's sum (exact; wrapping i32 arithmetic is exact modulo 2³²
+    /// and the true dot fits in i32).
+    const OFFSET: i32;
+    /// A loaded (and offset) activation vector.
+    type X: Copy;
+    /// A loaded weight vector.
+    type W: Copy;
+    /// A vector of i32 partial sums.
+    type Acc: Copy;
+    unsafe fn zero() -> Self::Acc;
+    unsafe fn load_x(p: *const i8) -> Self::X;
+    unsafe fn load_w(p: *const i8) -> Self::W;
+    unsafe fn dot(acc: Self::Acc, x: Self::X, w: Self::W) -> Self::Acc;
+    /// The sum of the lanes (wrapping).
+    unsafe fn sum(acc: Self::Acc) -> i32;
+}
+
+/// Bytes of weight rows one pass over the activation rows reuses: a block this size stays in a
+/// core's L2 cache (256 KiB and up on x86-64 and Arm cores of the last decade) while every
+/// activation tile passes over it.
+const WEIGHT_BLOCK_BYTES: usize = 192 << 10;
+
+/// The loop every SIMD kernel runs: `MR` activation rows against `NR` weight rows at a time, the
+/// `MR · NR` accumulators in registers for the whole of `k`, each loaded vector used `NR` or `MR`
+/// times; weight rows in blocks of [`WEIGHT_BLOCK_BYTES`], each block against all activation
+/// rows. Edge tiles repeat the last row or column and store only what is inside.
+///
+/// # Safety
+/// `D`'s instructions must be enabled in the caller (this is inlined into a `target_feature`
+/// function) and supported by the CPU.
+#[inline(always)]
+pub(crate) unsafe fn tiles<D: Dot, const MR: usize, const NR: usize>(
+    x: &QuantizedRows,
+    w: &Weights,
+    out: &mut [f32],
+) {
+    let (m, n) = (x.rows(), w.rows());
+    if m == 0 || n == 0 {
+        return;
+    }
+    let padded = x.padded_row(0).len();
+    debug_assert!(padded == w.padded_row(0).len() && padded.is_multiple_of(D::STEP));
+    let block = (WEIGHT_BLOCK_BYTES / padded / NR).max(1) * NR;
+    for b0 in (0..n).step_by(block) {
+        let b1 = (b0 + block).min(n);
+        for i0 in (0..m).step_by(MR) {
+            let xr: [*const i8; MR] =
+                core::array::from_fn(|r| x.padded_row((i0 + r).min(m - 1)).as_ptr());
+            for j0 in (b0..b1).step_by(NR) {
+                let wr: [*const i8; NR] =
+                    core::array::from_fn(|c| w.padded_row((j0 + c).min(n - 1)).as_ptr());
+                // SAFETY: the caller's contract; every pointer is to a padded row of `padded`
+                // codes, read in steps of `D::STEP` that divide it.
+                unsafe {
+                    let mut acc = [[D::zero(); NR]; MR];
+                    let mut p = 0;
+                    while p < padded {
+                        let wv: [D::W; NR] = core::array::from_fn(|c| D::load_w(wr[c].add(p)));
+                        for r in 0..MR {
+                            let xv = D::load_x(xr[r].add(p));
+                            for c in 0..NR {
+                                acc[r][c] = D::dot(acc[r][c], xv, wv[c]);
+                            }
+                        }
+                        p += D::STEP;
+                    }
+                    for (r, acc_row) in acc.iter().enumerate().take(m - i0) {
+                        for (c, &a) in acc_row.iter().enumerate().take(b1 - j0) {
+                            let (i, j) = (i0 + r, j0 + c);
+                            let offset = D::OFFSET.wrapping_mul(w.row_sum(j));
+                            let dot = D::sum(a).wrapping_sub(offset);
+                            out[i * n + j] = rescale(dot, x.scale(i), w.scale(j));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::quant::quantize_rows;
+    use crate::test_data::Lcg;
+
+    /// Quantized operands from codes given directly (the activation codes through
+    /// `quantize_rows` of the codes themselves, with a row maximum pinned so that the codes come
+    /// back unchanged).
+    fn operands(
+        x_codes: &[i8],
+        m: usize,
+        w_codes: &[i8],
+        n: usize,
+        k: usize,
+        bits: ActBits,
+    ) -> (QuantizedRows, Weights) {
+        let top = bits.max_code();
+        let mut x: Vec<f32> = x_codes.iter().map(|&c| f32::from(c.clamp(-top, top))).collect();
+        // A row whose largest magnitude is the top code has scale 1 and keeps its codes; pin
+        // one value per row (the last) to the top code.
+        for row in x.chunks_exact_mut(k) {
+            row[k - 1] = f32::from(top);
+        }
+        let q = quantize_rows(&x, k, bits);
+        for i in 0..m {
+            assert_eq!(q.scale(i), 1.0);
+        }
+        let scales: Vec<f32> = (0..n).map(|j| 0.5 + j as f32 / 7.0).collect();
+        (q, Weights::new(w_codes, &scales, n, k))
+    }
+
+    fn assert_kernels_equal_scalar(x: &QuantizedRows, w: &Weights, what: &str) {
+        let mut want = vec![0f32; x.rows() * w.rows()];
+        crate::matmul(Kernel::Scalar, x, w, &mut want);
+        for kernel in Kernel::available() {
+            if !kernel.accepts(x.bits()) {
+                continue;
+            }
+            let mut got = vec![f32::NAN; want.len()];
+            crate::matmul(kernel, x, w, &mut got);
+            let same = got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{kernel:?} differs from the scalar kernel: {what}");
+        }
+    }
+
+    #[test]
+    fn every_kernel_equals_scalar_bit_for_bit_on_random_codes() {
+        let dims = [1, 3, 15, 16, 17, 31, 64, 65, 384];
+        let mut rng = Lcg(0x5eed);
+        for bits in [ActBits::Seven, ActBits::Eight] {
+            for &m in &dims[..7] {
+                for &n in &dims[..7] {
+                    for &k in &dims {
+                        let xc = rng.codes(m * k);
+                        let wc = rng.codes(n * k);
+                        let (x, w) = operands(&xc, m, &wc, n, k, bits);
+                        assert_kernels_equal_scalar(&x, &w, &format!("{bits:?} {m}x{k}x{n}"));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_kernel_equals_scalar_bit_for_bit_on_extreme_codes() {
+        // (activation code, weight code): the ends of each range, -128 for weights too (every
+        // i8 is accepted), and the 7-bit bounds.
+        let cases: [(i8, i8); 9] = [
+            (127, 127),
+            (127, -128),
+            (-127, 127),
+            (-127, -128),
+            (63, -128),
+            (-63, 127),
+            (-64, -127),
+            (0, -128),
+            (63, 0),
+        ];
+        // k up to 2048 makes sums far beyond i16 (the kernels' intermediates) on every lane.
+        for k in [1, 16, 17, 64, 2048] {
+            for (a, b) in cases {
+                for bits in [ActBits::Seven, ActBits::Eight] {
+                    let (m, n) = (5, 3);
+                    let xc = vec![a; m * k];
+                    let wc = vec![b; n * k];
+                    let (x, w) = operands(&xc, m, &wc, n, k, bits);
+                    assert_kernels_equal_scalar(&x, &w, &format!("{a} x {b}, k {k}, {bits:?}"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_largest_k_sums_exactly() {
+        // k = MAX_K at the largest products: |dot| = 128 · 127 · 2^17 < 2^31 for the scalar
+        // kernel and for the offset kernels, whose intermediates wrap and come back.
+        let k = crate::MAX_K;
+        for bits in [ActBits::Seven, ActBits::Eight] {
+            let top = bits.max_code();
+            let (x, w) = operands(&vec![top; k], 1, &vec![-128; 2 * k], 2, k, bits);
+            let mut want = vec![0f32; 2];
+            crate::matmul(Kernel::Scalar, &x, &w, &mut want);
+            let exact = -128.0 * f64::from(top) * k as f64;
+            assert_eq!(f64::from(want[0]), exact * f64::from(w.scale(0)));
+            assert_kernels_equal_scalar(&x, &w, &format!("k = MAX_K, {bits:?}"));
+        }
+    }
+
+    #[test]
+    fn zero_and_non_finite_rows_give_zero_and_nan_outputs() {
+        let k = 20;
+        let mut x = vec![0.25f32; 3 * k];
+        x[..k].fill(0.0);
+        x[k + 3] = f32::NAN;
+        let mut rng = Lcg(7);
+        let w = Weights::new(&rng.codes(4 * k), &[0.1; 4], 4, k);
+        for bits in [ActBits::Seven, ActBits::Eight] {
+            let q = quantize_rows(&x, k, bits);
+            for kernel in Kernel::available().into_iter().filter(|k| k.accepts(bits)) {
+                let mut out = vec![1f32; 12];
+                crate::matmul(kernel, &q, &w, &mut out);
+                assert!(out[..4].iter().all(|&v| v == 0.0), "{kernel:?}");
+                assert!(out[4..8].iter().all(|v| v.is_nan()), "{kernel:?}");
+                assert!(out[8..].iter().all(|v| v.is_finite()), "{kernel:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn best_accepts_its_bits_and_is_available() {
+        for bits in [ActBits::Seven, ActBits::Eight] {
+            let k = Kernel::best(bits);
+            assert!(k.accepts(bits) && k.is_available(), "{k:?} for {bits:?}");
+        }
+        println!("kernels here: {:?}", Kernel::available());
+    }
+
+    #[test]
+    fn the_build_decides_the_webassembly_kernels() {
+        // Nothing detects them at run time, so a test run in a wasm engine shows which ran.
+        let simd128 = cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
+        let relaxed =
+            simd128 && cfg!(any(target_feature = "relaxed-simd", feature = "relaxed-simd"));
+        let cases =
+            [(Kernel::Scalar, true), (Kernel::Simd128, simd128), (Kernel::RelaxedSimd, relaxed)];
+        for (kernel, present) in cases {
+            assert_eq!(kernel.is_available(), present, "{kernel:?}");
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The two operands: activations quantized per row at run time ([`quantize_rows`] →
+//! [`QuantizedRows`]) and a Linear layer's int8 weight with its per-row scales ([`Weights`]), both
+//! stored with rows padded to [`K_ALIGN`] bytes so that every kernel reads whole vectors.
+
+use crate::{K_ALIGN, MAX_K};
+
+/// How many bits an activation code uses: symmetric, so ±63 or ±127.
+///
+/// Seven bits exist for the dot-product instructions whose second operand must be a 7-bit
+/// unsigned value (WebAssembly's `i32x4.relaxed_dot_i8x16_i7x16_add_s`, x86's `vpmaddubsw`
+/// without saturation): a code in [-63, 63] plus 64 lies in [1, 127]. What the lost bit costs in
+/// accuracy is measured by the crate's `accuracy` test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActBits {
+    /// Codes in [-63, 63].
+    Seven,
+    /// Codes in [-127, 127] (never -128, as weights by `st5 quantize`).
+    Eight,
+}
+
+impl ActBits {
+    /// The largest code magnitude.
+    pub fn max_code(self) -> i8 {
+        match self {
+            ActBits::Seven => 63,
+            ActBits::Eight => 127,
+        }
+    }
+}
+
+/// Rows of activations as int8 codes with one f32 scale per row: row `i`'s value `j` is about
+/// `codes[i][j] * scales[i]`. Built by [`quantize_rows`] only, so its codes are within
+/// [`bits`](Self::bits)' range, which the 7-bit kernels rely on.
+#[derive(Clone, Debug)]
+pub struct QuantizedRows {
+    /// `rows` rows of `stride` codes; the `stride - cols` codes after each row are 0.
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+    rows: usize,
+    cols: usize,
+    stride: usize,
+    bits: ActBits,
+}
+
+/// Quantizes each row of `x` (row-major, `cols` values a row) symmetrically to `bits`: the
+/// row's scale is its largest magnitude over the largest code, and each code is `x` times the
+/// inverse of that scale, rounded to the nearest integer (ties to even).
+///
+/// Defined results for the edge cases rather than an error, so that a forward pass behaves as
+/// its f32 twin would:
+/// - a row of zeros, or one whose largest magnitude is so small (below about 1e-36) that its
+///   scale or the scale's inverse leaves f32, gets codes 0 and scale 0: its outputs are 0;
+/// - a row holding NaN or ±infinity gets codes 0 and scale NaN, so every output of that row is
+///   NaN, as an f32 product with such a row would be NaN or infinite rather than a number.
+///
+/// # Panics
+/// If `cols` is 0 or above [`MAX_K`], or `x.len()` is not a multiple of `cols`.
+pub fn quantize_rows(x: &[f32], cols: usize, bits: ActBits) -> QuantizedRows {
+    assert!((1..=MAX_K).contains(&cols), "a row has 1 to {MAX_K} values, not {cols}");
+    assert!(x.len().is_multiple_of(cols), "{} values are not rows of {cols}", x.len());
+    let rows = x.len() / cols;
+    let stride = cols.next_multiple_of(K_ALIGN);
+    let mut codes = vec![0i8; rows * stride];
+    let mut scales = vec![0f32; rows];
+    let max_code = f32::from(bits.max_code());
+    // Rounding in two additions that vectorise (`f32::round` is a libm call per value on x86-64
+    // without SSE4.1): for |y| < 2²², the sum y + 1.5 · 2²³ lies in [2²³, 2²⁴), where f32 has no
+    // fraction bits, so the addition itself rounds y to an integer (to nearest, ties to even,
+    // IEEE 754's default), and subtracting 1.5 · 2²³ again is exact.
+    const ROUND: f32 = 12_582_912.0;
+    for (i, row) in x.chunks_exact(cols).enumerate() {
+        // The largest magnitude by integer maximum of the bits without the sign, which keeps a
+        // NaN (its bits are above infinity's) where a float maximum would drop it.
+        let top_bits = row.iter().fold(0u32, |a, v| a.max(v.to_bits() & 0x7fff_ffff));
+        if top_bits >= f32::INFINITY.to_bits() {
+            scales[i] = f32::NAN;
+            continue;
+        }
+        let amax = f32::from_bits(top_bits);
+        let (scale, inverse) = (amax / max_code, max_code / amax);
+        if scale == 0.0 || !inverse.is_finite() {
+            continue;
+        }
+        scales[i] = scale;
+        for (q, &v) in codes[i * stride..].iter_mut().zip(row) {
+            // |v · inverse| <= max_code up to one rounding; the clamp keeps a last-ulp
+            // overshoot inside the range the 7-bit kernels rely on.
+            let y = (v * inverse).clamp(-max_code, max_code);
+            *q = ((y + ROUND) - ROUND) as i8;
+        }
+    }
+    QuantizedRows { codes, scales, rows, cols, stride, bits }
+}
+
+impl QuantizedRows {
+    /// The number of rows (`m` of the product).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Values per row (`k` of the product).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The code range the rows were quantized to.
+    pub fn bits(&self) -> ActBits {
+        self.bits
+    }
+
+    /// Row `i`'s codes, without padding.
+    pub fn row(&self, i: usize) -> &[i8] {
+        &self.padded_row(i)[..self.cols]
+    }
+
+    /// Row `i`'s scale.
+    pub fn scale(&self, i: usize) -> f32 {
+        self.scales[i]
+    }
+
+    /// Row `i`'s codes followed by zeros up to a multiple of [`K_ALIGN`].
+    pub(crate) fn padded_row(&self, i: usize) -> &[i8] {
+        &self.codes[i * self.stride..(i + 1) * self.stride]
+    }
+}
+
+/// A Linear layer's int8 weight, `[n, k]` row-major (output rows, as in a checkpoint) with one f32
+/// scale per output row: the compressed-tensors layout `st5 quantize --dtype int8` writes
+/// (`weight` i8 `[out, in]`, `weight_scale` f32 `[out, 1]`). Built once at load: rows are padded
+/// to [`K_ALIGN`] with zeros, and each row's code sum is kept for the kernels that offset the
+/// activations into unsigned bytes.
+#[derive(Clone, Debug)]
+pub struct Weights {
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+    row_sums: Vec<i32>,
+    n: usize,
+    k: usize,
+    stride: usize,
+}
+
+impl Weights {
+    /// Wraps `codes` (`n` rows of `k`) and `scales` (`n`). Every i8 is accepted, -128 included:
+    /// the kernels' bounds (crate documentation) hold for it.
+    ///
+    /// # Panics
+    /// If `k` is 0 or above [`MAX_K`], or the lengths are not `n * k` and `n`.
+    pub fn new(codes: &[i8], scales: &[f32], n: usize, k: usize) -> Weights {
+        assert!((1..=MAX_K).contains(&k), "a row has 1 to {MAX_K} values, not {k}");
+        assert_eq!(codes.len(), n * k, "weight codes are not {n} x {k}");
+        assert_eq!(scales.len(), n, "weight scales are not {n}");
+        let stride = k.next_multiple_of(K_ALIGN);
+        let mut padded = vec![0i8; n * stride];
+        for (dst, src) in padded.chunks_exact_mut(stride).zip(codes.chunks_exact(k)) {
+            dst[..k].copy_from_slice(src);
+        }
+        let row_sums =
+            codes.chunks_exact(k).map(|r| r.iter().map(|&c| i32::from(c)).sum()).collect();
+        Weights { codes: padded, scales: scales.to_vec(), row_sums, n, k, stride }
+    }
+
+    /// Output rows (`n` of the product).
+    pub fn rows(&self) -> usize {
+        self.n
+    }
+
+    /// Input values per row (`k` of the product).
+    pub fn cols(&self) -> usize {
+        self.k
+    }
+
+    /// Row `j`'s codes, without padding.
+    pub fn row(&self, j: usize) -> &[i8] {
+        &self.padded_row(j)[..self.k]
+    }
+
+    /// Row `j`'s scale.
+    pub fn scale(&self, j: usize) -> f32 {
+        self.scales[j]
+    }
+
+    /// Row `j`'s code sum, exact (|sum| <= 128 · MAX_K).
+    pub(crate) fn row_sum(&self, j: usize) -> i32 {
+        self.row_sums[j]
+    }
+
+    /// Row `j`'s codes followed by zeros up to a multiple of [`K_ALIGN`].
+    pub(crate) fn padded_row(&self, j: usize) -> &[i8] {
+        &self.codes[j * self.stride..(j + 1) * self.stride]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn quantize_rows_edge_cases() {
+        let nan = f32::NAN;
+        let inf = f32::INFINITY;
+        // (row, bits, codes, scale; None = NaN)
+        let cases: &[(&[f32], ActBits, &[i8], Option<f32>)] = &[
+            (&[0.0, 0.0, -0.0], ActBits::Eight, &[0, 0, 0], Some(0.0)),
+            (&[1.0, -0.25, 0.1], ActBits::Eight, &[127, -32, 13], Some(1.0 / 127.0)),
+            (&[1.0, -0.25, 0.1], ActBits::Seven, &[63, -16, 6], Some(1.0 / 63.0)),
+            (&[-2.0, 0.5], ActBits::Seven, &[-63, 16], Some(2.0 / 63.0)),
+            (&[3.0], ActBits::Eight, &[127], Some(3.0 / 127.0)),
+            // The largest finite magnitude still has a finite scale.
+            (&[f32::MAX, 0.0], ActBits::Eight, &[127, 0], Some(f32::MAX / 127.0)),
+            // A scale that underflows to 0, or whose inverse overflows, makes a zero row.
+            (&[1e-45, 0.0], ActBits::Eight, &[0, 0], Some(0.0)),
+            (&[-1e-37, 1e-38], ActBits::Eight, &[0, 0], Some(0.0)),
+            // The smallest row that still quantizes.
+            (&[-1e-36, 1e-38], ActBits::Seven, &[-63, 1], Some(1e-36 / 63.0)),
+            // Ties go to the even code (scale 1, so the codes are the values rounded).
+            (&[127.0, 2.5, -3.5, 0.5], ActBits::Eight, &[127, 2, -4, 0], Some(1.0)),
+            (&[1.0, nan, 2.0], ActBits::Eight, &[0, 0, 0], None),
+            (&[inf, 1.0], ActBits::Seven, &[0, 0], None),
+            (&[1.0, -inf], ActBits::Eight, &[0, 0], None),
+        ];
+        for &(row, bits, codes, scale) in cases {
+            let q = quantize_rows(row, row.len(), bits);
+            assert_eq!((q.rows(), q.cols(), q.bits()), (1, row.len(), bits), "{row:?}");
+            assert_eq!(q.row(0), codes, "{row:?} {bits:?}");
+            assert!(q.padded_row(0)[row.len()..].iter().all(|&c| c == 0));
+            match scale {
+                Some(s) => assert_eq!(q.scale(0), s, "{row:?} {bits:?}"),
+                None => assert!(q.scale(0).is_nan(), "{row:?} {bits:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn quantize_rows_scales_each_row_on_its_own() {
+        let x = [0.6, -1.0, 0.0, 0.0, 7.0, 7.0, -7.0, 3.0, -1.0];
+        // (bits, codes of the three rows)
+        let cases = [
+            (ActBits::Eight, [[76, -127, 0], [0, 127, 127], [-127, 54, -18]]),
+            (ActBits::Seven, [[38, -63, 0], [0, 63, 63], [-63, 27, -9]]),
+        ];
+        for (bits, rows) in cases {
+            let q = quantize_rows(&x, 3, bits);
+            assert_eq!(q.rows(), 3);
+            for (i, codes) in rows.iter().enumerate() {
+                assert_eq!(q.row(i), codes, "{bits:?} row {i}");
+            }
+            let top = f32::from(bits.max_code());
+            assert_eq!([q.scale(0), q.scale(1), q.scale(2)], [1.0 / top, 7.0 / top, 7.0 / top]);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "not rows of 3")]
+    fn quantize_rows_rejects_a_ragged_input() {
+        quantize_rows(&[1.0; 4], 3, ActBits::Eight);
+    }
+
+    #[test]
+    fn weights_pad_rows_and_sum_them() {
+        let codes: Vec<i8> = (0..3 * 70).map(|i| (i % 256 - 128) as i8).collect();
+        let w = Weights::new(&codes, &[1.0, 2.0, 3.0], 3, 70);
+        for j in 0..3 {
+            let row = &codes[j * 70..(j + 1) * 70];
+            assert_eq!(w.row(j), row);
+            assert_eq!(w.padded_row(j).len(), 128);
+            assert!(w.padded_row(j)[70..].iter().all(|&c| c == 0));
+            assert_eq!(w.row_sum(j), row.iter().map(|&c| i32::from(c)).sum::<i32>());
+            assert_eq!(w.scale(j), (j + 1) as f32);
+        }
+    }
+}
