@@ -23,7 +23,7 @@ command -v wasm-pack >/dev/null || missing+=("wasm-pack")
 command -v node >/dev/null || missing+=("node")
 if [ ${#missing[@]} -gt 0 ]; then
   printf -v list '%s, ' "${missing[@]}"
-  echo "pkg/build.sh: missing ${list%, }; run: bash scripts/setup-test.sh" >&2
+  echo "pkg/build.sh: missing ${list%, }; run: bash scripts/setup-pkg.sh" >&2
   exit 1
 fi
 

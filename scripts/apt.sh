@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the Debian packages named that are not installed yet (apt-get update first, as root or
+# through sudo); installs nothing, and needs no root, when all are there. The setup scripts use it.
+#   bash scripts/apt.sh PACKAGE...
+set -euo pipefail
+need=()
+for pkg in "$@"; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+[ ${#need[@]} -gt 0 ] || exit 0
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
