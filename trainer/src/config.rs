@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use st5_format::device_choice::DeviceChoice;
 use st5_format::quant::WeightDtype;
+use st5_format::source::ModelSource;
 use st5_format::variant::Variant;
 
 use crate::error::{Error, Result};
@@ -80,6 +81,13 @@ fn variant<'de, D: serde::Deserializer<'de>>(
     name.parse().map(Some).map_err(serde::de::Error::custom)
 }
 
+/// `[model] init` as written; [`TrainConfig::parse`] reads it against the config's folder.
+fn model_source<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<ModelSource, D::Error> {
+    Ok(ModelSource::Local(String::deserialize(d)?.into()))
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainConfig {
@@ -124,8 +132,11 @@ pub struct TrainConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    /// A sentence-transformers directory, or a Hugging Face T5 / T5 v1.1 / mT5 directory.
-    pub init: PathBuf,
+    /// A sentence-transformers directory, or a Hugging Face T5 / T5 v1.1 / mT5 directory, or a
+    /// T5 `config.json` (a random model); or a Hugging Face hub id `org/name[@revision]` (an
+    /// existing path, from the config's folder, wins). st5-hub resolves it when the run starts.
+    #[serde(deserialize_with = "model_source")]
+    pub init: ModelSource,
     /// `enc-mean`, `enc-first` or `encdec-first`; default: the directory's pooling.
     #[serde(default, deserialize_with = "variant")]
     pub variant: Option<Variant>,
@@ -260,7 +271,9 @@ impl TrainConfig {
         if let Some(d) = cfg.eval_data.as_mut() {
             fix(d);
         }
-        fix(&mut cfg.model.init);
+        if let ModelSource::Local(init) = &cfg.model.init {
+            cfg.model.init = ModelSource::parse(&init.to_string_lossy(), base);
+        }
         if let Some(c) = cfg.card.as_mut() {
             fix(c);
         }
@@ -516,6 +529,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn init_is_a_path_from_the_config_folder_or_a_hub_id() {
+        let dir = std::env::temp_dir().join(format!("st5-init-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("org/local")).unwrap();
+        let init = |name: &str| {
+            let text = format!(
+                "output = 'out'\n[model]\ninit = '{name}'\n[[stage]]\nname = 's'\nbatch_size = 4\nsteps = 1\n[[stage.dataset]]\npath = 'x.jsonl'\n"
+            );
+            TrainConfig::parse(&text, &dir.join("run.toml")).unwrap().model.init
+        };
+        let hub = |id: &str, revision: &str| {
+            ModelSource::Hub(st5_format::source::HubModel {
+                id: id.into(),
+                revision: revision.into(),
+            })
+        };
+        // A path that exists from the config's folder wins over the id it looks like.
+        assert_eq!(init("org/local"), ModelSource::Local(dir.join("org/local")));
+        assert_eq!(init("org/remote@v2"), hub("org/remote", "v2"));
+        assert_eq!(init("google/t5-v1_1-base"), hub("google/t5-v1_1-base", "main"));
+        // Not an id: a path, reported missing by loading.
+        assert_eq!(init("m"), ModelSource::Local(dir.join("m")));
+        assert_eq!(init("/abs/m"), ModelSource::Local("/abs/m".into()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

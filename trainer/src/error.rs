@@ -20,6 +20,10 @@ pub enum Error {
     #[cfg(feature = "model")]
     #[error(transparent)]
     Core(#[from] st5_core::Error),
+    /// `[model] init` names a hub model that could not be fetched (the id and revision named).
+    #[cfg(feature = "model")]
+    #[error(transparent)]
+    Hub(#[from] st5_hub::Error),
     #[cfg(feature = "model")]
     #[error("evaluation data: {0}")]
     Eval(#[from] st5_eval::EvalError),

@@ -115,7 +115,7 @@ pub fn model_card(
                     "A soft prompt ({p} vectors; Lester et al. 2021) for the frozen model {}, \
                      trained with st5's `trainer`; apply it with `st5 embed|search|eval --prompt` \
                      or the npm package's `load(url, {{ prompt }})`.",
-                    cfg.model.init.display()
+                    cfg.model.init
                 ),
                 None => "A Sentence-T5 model trained with st5's `trainer` (Ni et al. 2021: \
                          in-batch softmax contrastive loss; distillation stages: MSE to stored \

@@ -6,6 +6,7 @@
 
 mod index;
 
+use std::cell::OnceCell;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -21,6 +22,7 @@ use st5_core::{
     DEFAULT_BATCH_SIZE, DeviceChoice, Dir, Embedder, Embeddings, FileBytes, LoadOptions,
     MemoryFiles, OpenDevice, Variant, VectorIndex, WeightDtype,
 };
+use st5_hub::ModelSource;
 
 /// Compiles the built-in model's files into the binary, keyed by relative path.
 macro_rules! embed_model {
@@ -94,9 +96,10 @@ enum Command {
     /// embedding weights as int8 with per-row scales, about a quarter of f32), `f16` (for
     /// Python: an int8 model converts back), or `f32`.
     Quantize {
-        /// Model directory; the built-in default when absent.
-        #[arg(long)]
-        model: Option<PathBuf>,
+        /// Model directory, or Hugging Face hub id `org/name[@revision]`; the built-in default
+        /// when absent.
+        #[arg(long, value_parser = parse_source)]
+        model: Option<ModelSource>,
         /// Storage dtype of the output: int8, f16 or f32.
         #[arg(long, value_parser = parse_name::<WeightDtype>)]
         dtype: WeightDtype,
@@ -136,9 +139,10 @@ enum Command {
 
 #[derive(Args)]
 struct ModelArgs {
-    /// Model directory (sentence-transformers or Hugging Face T5 layout); the built-in default when absent.
-    #[arg(long)]
-    model: Option<PathBuf>,
+    /// Model directory (sentence-transformers or Hugging Face T5 layout), or Hugging Face hub id
+    /// `org/name[@revision]` (an existing directory wins); the built-in default when absent.
+    #[arg(long, value_parser = parse_source)]
+    model: Option<ModelSource>,
     /// Pooling variant; defaults to the model's Pooling module (enc-mean for a plain T5 directory).
     #[arg(long, value_parser = parse_name::<Variant>)]
     variant: Option<Variant>,
@@ -158,6 +162,10 @@ struct ModelArgs {
     /// trained on this model.
     #[arg(long)]
     prompt: Option<PathBuf>,
+    /// The model's directory once resolved (a hub model's cached snapshot, fetched on first
+    /// use), so that loading and the index's model identity read the same files.
+    #[arg(skip)]
+    dir: OnceCell<Option<PathBuf>>,
 }
 
 /// clap's parser for st5's closed sets (variant, dtype, device, codes): their own `FromStr`,
@@ -166,13 +174,18 @@ fn parse_name<T: std::str::FromStr<Err: std::fmt::Display>>(s: &str) -> Result<T
     s.parse().map_err(|e: T::Err| e.to_string())
 }
 
+/// clap's parser for `--model`: a path from the working directory, or a hub id (no network yet).
+fn parse_source(s: &str) -> Result<ModelSource, String> {
+    Ok(ModelSource::parse(s, Path::new("")))
+}
+
 impl ModelArgs {
     /// What a saved index records as the model that embedded it: the weights fingerprint, and
     /// everything else that changes the vectors: the pooling variant and `max_seq_length`
     /// `embedder` resolved, and the SHA-256 of a `--tokenizer` or soft prompt file.
     fn identity(&self, embedder: &Embedder) -> Result<String> {
-        let weights = match &self.model {
-            Some(dir) => weights_fingerprint(&Dir(dir.clone()))?,
+        let weights = match self.dir()? {
+            Some(dir) => weights_fingerprint(&Dir(dir.to_path_buf()))?,
             None => weights_fingerprint(&builtin_files())?,
         };
         let mut id = format!(
@@ -190,6 +203,16 @@ impl ModelArgs {
         Ok(id)
     }
 
+    /// The directory `--model` names, `None` for the built-in model: [`st5_hub::resolve`], the
+    /// one resolution of every subcommand, run once.
+    fn dir(&self) -> Result<Option<&Path>> {
+        if self.dir.get().is_none() {
+            let dir = self.model.as_ref().map(|m| st5_hub::resolve(m, &[])).transpose()?;
+            let _ = self.dir.set(dir);
+        }
+        Ok(self.dir.get().and_then(Option::as_deref))
+    }
+
     fn load(&self) -> Result<Embedder> {
         let device = self.device.device()?;
         let options = LoadOptions {
@@ -199,14 +222,18 @@ impl ModelArgs {
             batch_size: self.batch_size,
             max_buffer_bytes: None,
         };
-        let (mut embedder, name, fingerprint) = match &self.model {
-            Some(dir) => (
+        let name = self.model.as_ref().map(ModelSource::to_string);
+        let (mut embedder, name, fingerprint) = match (self.dir()?, name) {
+            (Some(dir), Some(name)) => (
                 Embedder::load(dir, &options, &device)
-                    .with_context(|| format!("loading model {}", dir.display()))?,
-                dir.display().to_string(),
-                self.prompt.as_ref().map(|_| weights_fingerprint(&Dir(dir.clone()))).transpose()?,
+                    .with_context(|| format!("loading model {name}"))?,
+                name,
+                self.prompt
+                    .as_ref()
+                    .map(|_| weights_fingerprint(&Dir(dir.to_path_buf())))
+                    .transpose()?,
             ),
-            None => {
+            _ => {
                 let files = builtin_files();
                 (
                     Embedder::load_from(&files, &options, &device)
@@ -378,9 +405,15 @@ fn main() -> Result<()> {
         Command::Quantize { model, dtype, output, tokenizer } => {
             let tokenizer = tokenizer.as_deref();
             let (result, name) = match &model {
-                Some(dir) => (
-                    convert(&Dir(dir.clone()), tokenizer, dtype, &output),
-                    dir.display().to_string(),
+                Some(source) => (
+                    // The model card, which `convert` carries over, is not needed to load.
+                    convert(
+                        &Dir(st5_hub::resolve(source, &["README.md"])?),
+                        tokenizer,
+                        dtype,
+                        &output,
+                    ),
+                    source.to_string(),
                 ),
                 None => (
                     convert(&builtin_files(), tokenizer, dtype, &output),

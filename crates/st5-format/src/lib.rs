@@ -10,6 +10,7 @@
 //! - [`checkpoint`]: safetensors checkpoints, sharded or not, f32/f16/bf16, and int8 ([`quant`]);
 //! - [`names`]: the one table between module paths and checkpoint tensor names;
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
+//! - [`source`]: a model as the user names it, a path or a hub id `org/name[@revision]`;
 //! - [`tokenizer`]: `tokenizer.json`, with its charsmap checked first ([`charsmap`]);
 //! - [`npy`]: `.npy` arrays (embeddings, teacher vectors); [`rng`]: the seeded generator that
 //!   training, evaluation and tests share;
@@ -34,6 +35,7 @@ pub mod probe;
 pub mod prompt;
 pub mod quant;
 pub mod rng;
+pub mod source;
 pub mod tokenizer;
 pub mod variant;
 pub mod vector_codes;

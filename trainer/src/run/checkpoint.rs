@@ -64,10 +64,7 @@ pub(super) fn latest_checkpoint(cfg: &TrainConfig, resume: bool) -> Option<PathB
         .map(|d| d.join("latest"))
         .filter(|d| resume && d.join("trainer_state.json").is_file());
     if resume && checkpoint.is_none() {
-        eprintln!(
-            "trainer: --resume, but no checkpoint yet; starting from {}",
-            cfg.model.init.display()
-        );
+        eprintln!("trainer: --resume, but no checkpoint yet; starting from {}", cfg.model.init);
     }
     checkpoint
 }

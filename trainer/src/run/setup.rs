@@ -33,14 +33,16 @@ impl Run {
         let ad = base.clone().autodiff();
         let checkpoint = latest_checkpoint(&cfg, resume);
         let prompt_length = cfg.prompt_length();
-        check_prompt_source(&cfg, prompt_length)?;
+        // `[model] init` as a local path: a hub model is fetched (or found in the cache) here.
+        let init = st5_hub::resolve(&cfg.model.init, &[])?;
+        check_prompt_source(&init, prompt_length)?;
         let Start { model, tokenizer, tokenizer_json, layout, config_json } =
-            load_start(&cfg, checkpoint.as_deref(), prompt_length, &base, &ad)?;
+            load_start(&cfg, &init, checkpoint.as_deref(), prompt_length, &base, &ad)?;
         let (mut model, prompt) = match prompt_length {
             None => (model, None),
             Some(length) => {
                 let (model, prompt) =
-                    add_prompt(model, &cfg, &layout, checkpoint.as_deref(), length, &ad)?;
+                    add_prompt(model, &cfg, &init, &layout, checkpoint.as_deref(), length, &ad)?;
                 (model, Some(prompt))
             }
         };
@@ -89,10 +91,10 @@ fn open_device(choice: DeviceChoice) -> Result<Device> {
 }
 
 /// A prompt run tunes a trained model, so it starts from a model directory.
-fn check_prompt_source(cfg: &TrainConfig, prompt_length: Option<usize>) -> Result<()> {
-    if prompt_length.is_some() && !cfg.model.init.is_dir() {
+fn check_prompt_source(init: &Path, prompt_length: Option<usize>) -> Result<()> {
+    if prompt_length.is_some() && !init.is_dir() {
         return Err(Error::Config {
-            path: cfg.model.init.clone(),
+            path: init.to_path_buf(),
             message: "a prompt run tunes a trained model: [model] init must be its directory"
                 .into(),
         });
@@ -111,10 +113,11 @@ struct Start {
 }
 
 /// The model a run starts from, on `ad` (the autodiff device over `base`): the checkpoint's when
-/// it resumes a run that trains the model, else `[model] init`, a directory or a T5
-/// `config.json` (a random model).
+/// it resumes a run that trains the model, else `[model] init` (resolved to `init`), a directory
+/// or a T5 `config.json` (a random model).
 fn load_start(
     cfg: &TrainConfig,
+    init: &Path,
     checkpoint: Option<&Path>,
     prompt_length: Option<usize>,
     base: &Device,
@@ -123,7 +126,7 @@ fn load_start(
     // A prompt run's checkpoints hold the prompt alone; the model is always `init`.
     let source = match checkpoint {
         Some(c) if prompt_length.is_none() => c.to_path_buf(),
-        _ => cfg.model.init.clone(),
+        _ => init.to_path_buf(),
     };
     let options = LoadOptions {
         variant: cfg.model.variant,
@@ -184,12 +187,13 @@ fn random_model(config: &Path, cfg: &TrainConfig, device: &Device) -> Result<Loa
 fn add_prompt(
     model: SentenceT5,
     cfg: &TrainConfig,
+    init: &Path,
     layout: &ModelLayout,
     checkpoint: Option<&Path>,
     length: usize,
     ad: &Device,
 ) -> Result<(SentenceT5, PromptRun)> {
-    let fingerprint = weights_fingerprint(&Dir(cfg.model.init.clone()))?;
+    let fingerprint = weights_fingerprint(&Dir(init.to_path_buf()))?;
     let values = match checkpoint {
         Some(dir) => {
             let path = dir.join("prompt.safetensors");
