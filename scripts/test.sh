@@ -10,8 +10,9 @@
 # 3. runs the browser tests in headless Chromium (WebGPU and CPU), through Playwright: the npm
 #    package as pkg/build.sh builds it (its SIMD128 and relaxed-SIMD modules; packed, installed
 #    into a scratch app), the demo page (www/), memory held flat over long sessions, the package
-#    in Node.js, and the package built into an app by Vite and webpack. No other wasm build: each
-#    module is compiled once.
+#    in Node.js, and the package built into an app by Vite and webpack; the package's core paths
+#    in Firefox and WebKit too (engines.test.mjs); and `wasm-pack test` (scripts/wasm-test.sh:
+#    the wasm crate's exports from Rust in Chromium, built with the package's profile).
 # Prints the total: tests passed, failed, and skipped (libtest's ignored, and each `skipped:`
 # line a test prints when an opt-out such as ST5_SKIP_WGPU=1 leaves out part or all of it; a
 # test that ran its other parts is counted in passed too).
@@ -45,8 +46,9 @@ cargo test --release --locked -- --test-threads 1 2>&1 | tee "$log"
 bash fuzz/smoke.sh 2>&1 | tee -a "$log"
 if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
   bash pkg/build.sh 2>&1 | tee -a "$log"
+  bash scripts/wasm-test.sh 2>&1 | tee -a "$log"
   (cd tests/browser && node npm.test.mjs && node demo.test.mjs && node memory.test.mjs && node node.test.mjs &&
-    node bundler.test.mjs) 2>&1 | tee -a "$log"
+    node bundler.test.mjs && node engines.test.mjs) 2>&1 | tee -a "$log"
 fi
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
      /^skipped: / { s++ }
