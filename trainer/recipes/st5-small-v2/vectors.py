@@ -14,10 +14,11 @@ machine may not have kept; a lost OUT is rebuilt by running this again):
 The chosen targets also live in the repository, so that a new machine starts training at once
 instead of spending ~70 minutes of both cores on the teacher again (`--pack`, run after each
 shard): PACKED/projection.npy (mpnet's top 384 principal directions, fitted once on the first
-shard's 8,192 vectors, as the --dev table's projection was), PACKED/shard-NNNNN.npz (each shard projected, as int8 with one scale a row:
-3.1 MB instead of 25 MB; the smallest cosine to the f32 projection was 0.99969 on the first shards) and PACKED/texts.sha256 (the
-sentence list they belong to). `--targets mpnet-pca384` is assembled from the packed shards, so
-every machine trains on the same bytes; `--teachers mpnet` skips a shard that is packed.
+shard's 8,192 vectors, as the --dev table's projection was), PACKED/shard-NNNNN.npz (each shard
+projected, as int8 with one scale a row: 3.1 MB instead of 25 MB; the smallest cosine to the
+f32 projection was 0.99969 on the first shards) and PACKED/texts.sha256 (the sentence list they
+belong to). `--targets mpnet-pca384` is assembled from the packed shards, so every machine
+trains on the same bytes; `--teachers mpnet` skips a shard that is packed.
 
     python trainer/recipes/st5-small-v2/vectors.py --teachers mpnet,minilm
     python trainer/recipes/st5-small-v2/vectors.py --targets mpnet-pca384
