@@ -70,7 +70,7 @@ pub enum Error {
         id: String,
         revision: String,
         #[source]
-        source: st5_format::Error,
+        source: Box<st5_format::Error>,
     },
     /// Reading or writing the cache.
     #[error("model {id} (revision {revision}): {path}")]
@@ -130,7 +130,7 @@ impl Hub {
         let cached = Cache::new(self.cache.clone()).repo(repo.clone());
         let dir = self.cache.join(repo.folder_name());
         let fetch = Fetch { model, hub: self, cached, dir };
-        if self.offline { fetch.from_cache() } else { fetch.download(repo, optional) }
+        if self.offline { fetch.cached_snapshot() } else { fetch.download(repo, optional) }
     }
 }
 
@@ -161,7 +161,7 @@ impl Fetch<'_> {
 
     fn layout_error(&self, source: st5_format::Error) -> Error {
         let (id, revision) = self.id();
-        Error::Layout { id, revision, source }
+        Error::Layout { id, revision, source: Box::new(source) }
     }
 
     /// `.no_exist/<commit>`: huggingface_hub's record of files the hub lacks at a commit.
@@ -179,7 +179,7 @@ impl Fetch<'_> {
 
     /// Offline: the planner answered from the snapshot the revision points to, each file
     /// present, recorded absent, or an error naming it.
-    fn from_cache(&self) -> Result<PathBuf> {
+    fn cached_snapshot(&self) -> Result<PathBuf> {
         let (id, revision) = self.id();
         let refs = self.dir.join("refs").join(&revision);
         let commit = match std::fs::read_to_string(&refs) {
