@@ -6,7 +6,8 @@
 #   targets, the NLI triplets and the step-0 student; rebuilt when missing. The targets' packed
 #   shards (targets/mpnet-pca384/, int8) are committed as they are written, so a new machine
 #   embeds only the shards not packed yet;
-# - stages/1-distill, stages/2-distill-more, stages/3-nli: each stage's model, committed in parts
+# - stages/1-distill, stages/2-distill (one pass over the sentences, cut in two interleaved halves),
+#   stages/3-distill-more, stages/4-nli: each stage's model, committed in parts
 #   (scripts/model-parts.sh split DIR) once it finishes, so the next stage starts from it
 #   anywhere; a stage interrupted mid-way resumes from its checkpoint when the data directory
 #   survived, else it starts over.
@@ -25,18 +26,18 @@ TARGETS=${TARGETS:-mpnet-pca384}
 stage_done() { [ -e "$here/stages/$1/model.safetensors.part0" ] || [ -e "$here/stages/$1/model.safetensors" ]; }
 bash scripts/model-parts.sh join "$here"/stages/*/ 2>/dev/null || true
 
-if ! stage_done 1-distill; then
-  "$PY" "$here/vectors.py" --teachers mpnet --pack --targets "$TARGETS"
+if ! stage_done 3-distill-more; then
+  "$PY" "$here/vectors.py" --teachers mpnet --bf16 --pack --targets "$TARGETS" --split 2
   if [ ! -f "$data/init/model.safetensors" ]; then
     "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher --config "$here/student.json" --out "$data/init"
   fi
 fi
-if ! stage_done 3-nli && [ ! -f "$data/nli.jsonl" ]; then
+if ! stage_done 4-nli && [ ! -f "$data/nli.jsonl" ]; then
   "$PY" trainer/recipes/st5-mini/nli.py --out "$data/nli.jsonl"
 fi
 cargo build --release --locked --bin trainer --bin st5
 bin=${CARGO_TARGET_DIR:-target}/release
-for stage in 1-distill 2-distill-more 3-nli; do
+for stage in 1-distill 2-distill 3-distill-more 4-nli; do
   stage_done "$stage" && continue
   resume=""
   [ -f "$data/checkpoints/$stage/latest/trainer_state.json" ] && resume="--resume"
@@ -45,6 +46,6 @@ for stage in 1-distill 2-distill-more 3-nli; do
   echo "stage $stage finished: commit $here/stages/$stage (its parts, not model.safetensors)"
 done
 # What a browser downloads (every file but the card), then STS-B dev by genre and the STS table.
-final="$here/stages/3-nli"
+final="$here/stages/4-nli"
 find "$final" -type f ! -name README.md ! -name '*.part*' -printf '%s\n' | awk '{ s += $1 } END { printf "download: %d bytes\n", s }'
 ST5="$bin/st5" "$PY" trainer/recipes/st5-small/genre.py "$final"
