@@ -46,9 +46,14 @@ export interface LoadOptions {
   maxSeqLength?: number;
   /** Caps any one device buffer below the adapter's own limit, in bytes. */
   maxBufferBytes?: number;
+  /** `'auto'` (default): an int8 model (`st5 quantize --dtype int8`) keeps its weights int8 on the
+   * CPU and multiplies in int8 (a quarter of the memory, so more workers; faster where the CPU has
+   * an integer dot product); `'f32'`: every weight widened to f32 at load, the exact path. WebGPU
+   * computes in f32 either way. */
+  compute?: 'auto' | 'f32';
   /** Threads for the CPU path: `threads` Web Workers (in Node.js worker_threads), each with its
    * own copy of the weights, while the page's model runs batches until the first worker has
-   * loaded (default: one per core, as far as the workers' copies fit in 1 GiB; `1`: the page
+   * loaded (default: one per core, as far as the workers' copies (`weightBytes` each) fit in 1 GiB; `1`: the page
    * alone). Results are the same for any value. Ignored on WebGPU. */
   threads?: number;
   /** Cache downloads with the Cache API (default true; Node.js has none and reads every time). */
@@ -77,6 +82,11 @@ export interface SentenceEncoder {
   readonly variant: Variant;
   /** SHA-256 (hex) over the model's files: what a saved index is keyed by. */
   readonly fingerprint: string;
+  /** `'int8'` when the model keeps int8 weights and multiplies in int8 (an int8 model on the CPU
+   * with `compute: 'auto'`), else `'f32'`. */
+  readonly arithmetic: 'int8' | 'f32';
+  /** Bytes the loaded weights hold in one copy of the model (each CPU pool worker holds one). */
+  readonly weightBytes: number;
   /** Threads embedding now: 1 on WebGPU; on the CPU, the workers loaded so far (1 before any). */
   readonly threads: number;
   /** One L2-normalised vector per text, in order. Calls are queued; any number may overlap. */

@@ -76,7 +76,9 @@ export async function load(modelSource, options = {}) {
     return url ? fetchModelFiles(url, { cache, FilePlanner: glue().FilePlanner }) : memoryFiles(modelSource);
   };
   const model = new Model(inner, reload, modelOptions, await id, applied);
-  const workers = threads ?? defaultThreads(weightBytes(files), await cores());
+  // Each worker holds what the page's model holds: its weights as loaded (int8 codes for an int8
+  // model, f32 otherwise), not the files' size.
+  const workers = threads ?? defaultThreads(inner.weightBytes, await cores());
   if (inner.device !== 'cpu' || !(workers > 1) || !canStartWorkers) return model;
   // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
   const workerOptions = { ...modelOptions, device: 'cpu', threads: 1, prompt: applied?.bytes };

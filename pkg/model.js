@@ -52,8 +52,8 @@ export class Model {
   #setInner(inner) {
     this.#inner = inner;
     this.#generation = generation();
-    const { device, dim, maxSeqLength, variant } = inner;
-    this.#facts = { device, dim, maxSeqLength, variant };
+    const { device, dim, maxSeqLength, variant, arithmetic, weightBytes } = inner;
+    this.#facts = { device, dim, maxSeqLength, variant, arithmetic, weightBytes };
   }
 
   /** `'webgpu'` or `'cpu'`; becomes `'cpu'` after a WebGPU failure. */
@@ -71,6 +71,15 @@ export class Model {
   /** `'enc-mean'`, `'enc-first'` or `'encdec-first'`. */
   get variant() {
     return this.#live().variant;
+  }
+  /** `'int8'` when an int8 model keeps its weights int8 and multiplies in int8 (on the CPU), else
+   * `'f32'`. */
+  get arithmetic() {
+    return this.#live().arithmetic;
+  }
+  /** Bytes the weights hold in this model's wasm memory (what each pool worker's copy costs). */
+  get weightBytes() {
+    return this.#live().weightBytes;
   }
   /** Threads embedding for this model: 1 here; a CPU pool (pool.js) reports its members. */
   get threads() {

@@ -107,7 +107,7 @@ export async function guard(call, run) {
 
 /** What every model object reports, whichever runs it: model.js's `Model`, its Worker proxy
  * (worker-client.js) and the CPU pool (pool.js). */
-export const MODEL_FACTS = ['device', 'dim', 'maxSeqLength', 'variant', 'fingerprint'];
+export const MODEL_FACTS = ['device', 'dim', 'maxSeqLength', 'variant', 'fingerprint', 'arithmetic', 'weightBytes'];
 
 /**
  * Defines read-only getters `names` on class `cls`, each reading that property of `source(this)`

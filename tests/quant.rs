@@ -1,6 +1,7 @@
-//! int8 weights (`st5 quantize`, `st5_core::quant`): an int8 model equals its own dequantized
-//! f32 copy exactly, on flex and on wgpu; it stays within [`INT8_TOL`] of the f32 Python
-//! reference on the fixtures; int8 files are about a quarter of f32 and convert back to f16;
+//! int8 weights (`st5 quantize`, `st5_core::quant`): computed in f32 an int8 model equals its own
+//! dequantized f32 copy exactly, on flex and on wgpu; computed in int8 on the CPU (the default,
+//! `st5_core::int8`) every embedding stays within cosine 0.999 of the f32 computation; both stay
+//! within [`INT8_TOL`] of the f32 Python reference on the fixtures; int8 files are about a quarter of f32 and convert back to f16;
 //! STS-B test on st5-mini moves by at most 0.3 points; malformed int8 files name the tensor;
 //! the built-in default is int8 and its download stays within 25 MB.
 
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use st5_core::save::convert;
-use st5_core::{Device, Dir, Embedder, LoadOptions, Variant, WeightDtype};
+use st5_core::{Compute, Device, Dir, Embedder, LoadOptions, Variant, WeightDtype};
 use st5_tests::*;
 
 /// Max abs error of an int8 fixture model's unit-norm embeddings against the f32 reference.
@@ -20,13 +21,31 @@ use st5_tests::*;
 const INT8_TOL: f32 = 5e-2;
 
 fn embed(dir: &Path, device: &Device, texts: &[String]) -> Vec<f32> {
+    embed_computing(dir, device, texts, Compute::F32)
+}
+
+fn embed_computing(dir: &Path, device: &Device, texts: &[String], compute: Compute) -> Vec<f32> {
     let options = LoadOptions {
         variant: Some(Variant::EncMean),
         tokenizer: (!dir.join("tokenizer.json").exists()).then(tokenizer_json),
         batch_size: 4,
+        compute,
         ..LoadOptions::default()
     };
     Embedder::load(dir, &options, device).unwrap().embed(texts).unwrap().data
+}
+
+/// The least cosine between corresponding rows of two `[n, dim]` embeddings.
+fn least_cosine(a: &[f32], b: &[f32], dim: usize) -> f64 {
+    a.chunks_exact(dim)
+        .zip(b.chunks_exact(dim))
+        .map(|(x, y)| {
+            let dot: f64 = x.iter().zip(y).map(|(&p, &q)| f64::from(p) * f64::from(q)).sum();
+            let nx: f64 = x.iter().map(|&p| f64::from(p).powi(2)).sum();
+            let ny: f64 = y.iter().map(|&q| f64::from(q).powi(2)).sum();
+            dot / (nx * ny).sqrt()
+        })
+        .fold(1.0, f64::min)
 }
 
 /// `model` converted to int8, and that int8 model converted to f32 (its dequantized copy).
@@ -63,6 +82,25 @@ fn int8_equals_its_dequantized_copy_and_stays_near_the_reference() {
             let err = max_abs_diff(&q, &want);
             eprintln!("{model} int8 on {name}: max abs error vs the f32 reference {err:e}");
             assert!(err <= INT8_TOL, "{model} int8 on {name}: max abs error {err:e}");
+        }
+        // int8 compute (the CPU's default for an int8 model) against the f32 computation of
+        // the same weights, and against the reference.
+        let flex = Device::flex();
+        let f32_compute = embed(&int8, &flex, &exp.sentences);
+        let int8_compute = embed_computing(&int8, &flex, &exp.sentences, Compute::Auto);
+        let dim = exp.embeddings[0].1[0].len();
+        let cos = least_cosine(&int8_compute, &f32_compute, dim);
+        let err = max_abs_diff(&int8_compute, &want);
+        eprintln!(
+            "{model} int8 compute: least cosine to f32 compute {cos:.6}, max abs error vs the \
+             f32 reference {err:e}"
+        );
+        assert!(cos >= 0.999, "{model}: int8 compute's least cosine to f32 compute {cos}");
+        assert!(err <= INT8_TOL, "{model} int8 compute: max abs error {err:e}");
+        // int8 compute on wgpu is f32 compute: the GPU dequantizes at load.
+        if let Some(wgpu) = wgpu_device() {
+            let gpu = embed_computing(&int8, &wgpu, &exp.sentences, Compute::Auto);
+            assert!(max_abs_diff(&gpu, &f32_compute) <= 1e-5, "{model}: wgpu auto is not f32");
         }
     }
 }
@@ -222,4 +260,44 @@ fn the_default_model_is_int8_and_downloads_under_25_mb() {
     walk(&dir, &mut total);
     eprintln!("{}: {total} bytes to download", dir.display());
     assert!(total <= 25_000_000, "{}: {total} bytes", dir.display());
+}
+
+/// int8 compute on the built-in default (an int8 model, so the CLI's default computes it in
+/// int8): every embedding of its parity sentences within cosine 0.999 of `--compute f32`, and its
+/// STS-B test Spearman within 0.3 points of the f32 computation's (`st5 eval`, both runs).
+#[test]
+fn int8_compute_on_the_default_model_tracks_f32_compute() {
+    let dir = default_model();
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let exp = expected_file(&root().join("tests/fixtures").join(format!("{name}-expected.json")));
+    let flex = Device::flex();
+    let options = |compute| LoadOptions { compute, ..LoadOptions::default() };
+    let embed = |compute| {
+        let e = Embedder::load(&dir, &options(compute), &flex).unwrap();
+        (e.embed(&exp.sentences).unwrap().data, e.dim())
+    };
+    let ((int8, dim), (f32s, _)) = (embed(Compute::Auto), embed(Compute::F32));
+    let cos = least_cosine(&int8, &f32s, dim);
+    eprintln!("{name}: int8 compute's least cosine to f32 compute {cos:.6}");
+    assert!(cos >= 0.999, "{name}: least cosine {cos}");
+
+    let st5 = workspace_bin("st5");
+    let data = shared_data();
+    let mut scores = Vec::new();
+    for compute in ["auto", "f32"] {
+        let json = scratch_dir(&format!("default-eval-{compute}")).with_extension("json");
+        let o = Command::new(&st5)
+            .args(["eval", "--tasks", "stsb", "--compute", compute, "--data"])
+            .arg(&data)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "st5 eval: {}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        scores.push(v["sts"][0]["all"].as_f64().unwrap());
+    }
+    let (int8, f32s) = (scores[0], scores[1]);
+    eprintln!("{name} STS-B test Spearman: int8 compute {int8:.2}, f32 compute {f32s:.2}");
+    assert!((int8 - f32s).abs() <= 0.3, "int8 compute {int8:.3} vs f32 compute {f32s:.3}");
 }

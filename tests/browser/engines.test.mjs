@@ -16,7 +16,7 @@ import { createServer } from 'node:net';
 import { basename, join } from 'node:path';
 import puppeteer from 'puppeteer-core';
 import { DEFAULT_MODEL } from '../../www/serve.mjs';
-import { FIXTURES, ROOT, installPackage, launch, runCases, serve } from './harness.mjs';
+import { FIXTURES, ROOT, installPackage, launch, maxAbsDiff, runCases, serve } from './harness.mjs';
 
 const MINIBROWSER = '/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser';
 // One engine's run: the page loads two models several times on two loaded cores.
@@ -139,6 +139,8 @@ const query = new URLSearchParams([['default', basename(DEFAULT_MODEL)], ...case
 const url = `${server.url}/engines.html?${query}`;
 
 let failed = 0;
+// Each engine's int8-computed embeddings of the default model (the int8_compute case), by module.
+const int8Runs = [];
 for (const name of engines) {
   const engine = ENGINES[name];
   if (!existsSync(engine.binary)) {
@@ -163,6 +165,7 @@ for (const name of engines) {
       : `${name}: no report`,
   );
   const results = report.results ?? [{ name: 'page', ok: false, note: report.error }];
+  if (report.int8Rows) int8Runs.push({ engine: name, module: f.module, rows: report.int8Rows });
   failed += await runCases(
     results.map((r) => [
       `${name}_${r.name}`,
@@ -173,5 +176,27 @@ for (const name of engines) {
     ]),
   );
 }
+// int8 compute across engines: the same bits wherever the same module runs; between the relaxed
+// and the SIMD128 module, whose f32 parts differ as on the f32 path, within INT8_ACROSS_MODULES.
+const INT8_ACROSS_MODULES = 1e-5;
+if (int8Runs.length > 1)
+  failed += await runCases([
+    [
+      'int8_compute_agrees_across_engines',
+      async () => {
+        const [first, ...rest] = int8Runs;
+        const notes = [];
+        for (const run of rest) {
+          const err = maxAbsDiff(run.rows, first.rows);
+          const same = run.rows.every((row, i) => row.every((x, j) => Object.is(x, first.rows[i][j])));
+          const what = `${run.engine} (${run.module}) vs ${first.engine} (${first.module})`;
+          if (run.module === first.module ? !same : !(err <= INT8_ACROSS_MODULES))
+            throw new Error(`${what}: max abs difference ${err}`);
+          notes.push(`${what}: ${same ? 'identical' : `max abs difference ${err.toExponential(2)}`}`);
+        }
+        return notes.join('; ');
+      },
+    ],
+  ]);
 await server.close();
 process.exit(failed ? 1 : 0);

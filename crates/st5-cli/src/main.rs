@@ -19,7 +19,7 @@ use st5_core::model::l2_normalize_rows;
 use st5_core::prompt::Prompt;
 use st5_core::save::convert;
 use st5_core::{
-    DEFAULT_BATCH_SIZE, DeviceChoice, Dir, Embedder, Embeddings, FileBytes, LoadOptions,
+    Compute, DEFAULT_BATCH_SIZE, DeviceChoice, Dir, Embedder, Embeddings, FileBytes, LoadOptions,
     MemoryFiles, OpenDevice, Variant, VectorIndex, WeightDtype,
 };
 use st5_hub::ModelSource;
@@ -149,6 +149,10 @@ struct ModelArgs {
     /// Device: cpu (flex) or wgpu.
     #[arg(long, default_value = "cpu", value_parser = parse_name::<DeviceChoice>)]
     device: DeviceChoice,
+    /// Arithmetic: auto (an int8 model computes in int8 on the CPU) or f32 (every model in f32,
+    /// int8 weights dequantized at load: the exact path).
+    #[arg(long, default_value = "auto", value_parser = parse_name::<Compute>)]
+    compute: Compute,
     /// Texts per forward pass.
     #[arg(long, default_value_t = DEFAULT_BATCH_SIZE)]
     batch_size: usize,
@@ -221,6 +225,7 @@ impl ModelArgs {
             max_seq_length: self.max_seq_length,
             batch_size: self.batch_size,
             max_buffer_bytes: None,
+            compute: self.compute,
         };
         let name = self.model.as_ref().map(ModelSource::to_string);
         let (mut embedder, name, fingerprint) = match (self.dir()?, name) {

@@ -4,6 +4,8 @@
 //! Layers, each usable alone (those marked † are st5-format's, re-exported):
 //! - [`config`] †: `T5Config` from `config.json`, validated;
 //! - [`kernels`]: fused GPU kernels (cubecl), the lowest layer, on plain tensors;
+//! - [`int8`]: int8 weights kept int8 on the CPU, and their Linear product and embedding lookup
+//!   over st5-int8's kernels;
 //! - [`ops`]: each fused operation (Linear, RMS norm, attention, pooling, L2 norm): its kernel,
 //!   or the tensor-operation reference beside it;
 //! - [`t5`]: the T5 encoder/decoder stacks, named like Hugging Face's modules;
@@ -27,6 +29,7 @@ pub mod batch;
 pub mod device;
 pub mod embedder;
 pub mod error;
+pub mod int8;
 pub mod kernels;
 pub mod loader;
 pub mod model;
@@ -39,11 +42,12 @@ pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
-    charsmap, checkpoint, config, files, fingerprint, index_file, layout, names, npy, probe,
-    prompt, quant, rng, tokenizer, vector_codes,
+    charsmap, checkpoint, compute, config, files, fingerprint, index_file, layout, names, npy,
+    probe, prompt, quant, rng, tokenizer, vector_codes,
 };
 
 pub use burn::tensor::Device;
+pub use compute::Compute;
 pub use config::T5Config;
 pub use device::{DeviceChoice, OpenDevice};
 pub use embedder::{Embedder, Embeddings};

@@ -9,6 +9,8 @@ use std::rc::Rc;
 use burn::tensor::Device;
 
 use crate::checkpoint::Checkpoint;
+use crate::compute::Compute;
+use crate::device::is_gpu;
 use crate::error::{Error, Result};
 use crate::files::{Dir, FileBytes, ModelFiles, join};
 use crate::layout::ModelLayout;
@@ -32,6 +34,9 @@ pub struct LoadOptions {
     /// The largest device buffer allowed, in bytes (WebGPU's `maxStorageBufferBindingSize` /
     /// `maxBufferSize`). Batches are split so that no activation outgrows it; `None`: no limit.
     pub max_buffer_bytes: Option<u64>,
+    /// int8 compute for int8 models on the CPU (`Auto`, the default), or f32 everywhere (`F32`:
+    /// training, conversion, and the exact reference). On a GPU every model computes in f32.
+    pub compute: Compute,
 }
 
 /// Texts per forward pass unless a caller says otherwise: the CLI, the library and the browser
@@ -46,6 +51,7 @@ impl Default for LoadOptions {
             max_seq_length: None,
             batch_size: DEFAULT_BATCH_SIZE,
             max_buffer_bytes: None,
+            compute: Compute::Auto,
         }
     }
 }
@@ -103,13 +109,12 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
                  encoder only; use enc-mean or enc-first, or a full T5 checkpoint",
         ).into());
     }
-    let t5_vb = VarBuilder::from_checkpoint(ckpt, device);
+    let keep_int8 = options.compute == Compute::Auto && !is_gpu(device);
+    let t5_vb = VarBuilder::from_checkpoint(ckpt, device, keep_int8);
     let mut dense_vbs = Vec::new();
     for (dir, _) in &layout.dense {
-        dense_vbs.push((
-            files.path(dir),
-            VarBuilder::from_checkpoint(Rc::new(Checkpoint::open(files, dir)?), device),
-        ));
+        let ckpt = Rc::new(Checkpoint::open(files, dir)?);
+        dense_vbs.push((files.path(dir), VarBuilder::from_checkpoint(ckpt, device, keep_int8)));
     }
     let head = HeadConfig {
         variant,

@@ -70,9 +70,28 @@ impl SentenceT5 {
     /// The output width: the last Dense's `out_features`, else `d_model`.
     pub fn dim(&self) -> usize {
         match self.dense.last() {
-            Some(l) => l.weight.dims()[1],
-            None => self.t5.encoder.embed_tokens.dims()[1],
+            Some(l) => l.out_features(),
+            None => self.t5.encoder.d_model(),
         }
+    }
+
+    /// Every matrix kept int8 ([`crate::Compute::Auto`] on the CPU): both stacks' and the Dense
+    /// layers'. A tied table shared by both stacks appears twice.
+    pub fn int8_matrices(&self) -> impl Iterator<Item = &crate::int8::Int8Matrix> {
+        let stacks = std::iter::once(&self.t5.encoder).chain(self.t5.decoder.as_ref());
+        let dense = self.dense.iter().filter_map(|l| l.int8.as_ref());
+        stacks.flat_map(|s| s.int8_matrices()).chain(dense)
+    }
+
+    /// The bytes the weights hold: 4 per f32 parameter, and the int8 matrices' codes, scales and
+    /// row sums. What a worker holding this model costs beyond its activations (the browser
+    /// package's pool sizes itself by it). A table tied between the stacks counts once when it is
+    /// int8, twice when f32 (both stacks name it as a parameter).
+    pub fn weight_bytes(&self) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        let int8: usize =
+            self.int8_matrices().filter(|m| seen.insert(m.id())).map(|m| m.bytes()).sum();
+        4 * self.num_params() + int8
     }
 
     /// `ids`: `[batch, seq]`; `mask`: `[batch, seq]`, 1.0 for tokens and 0.0 for padding.

@@ -12,6 +12,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
 use serde_json::json;
 
+use crate::compute::Compute;
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
 use crate::layout::ENCDEC_POOLING_MODE;
@@ -152,6 +153,15 @@ pub fn save_sentence_transformers(
     dir: &Path,
     options: &SaveOptions<'_>,
 ) -> Result<()> {
+    // Int8 matrices kept for int8 compute are not parameters, so the visitor below would miss
+    // them and write a model without them.
+    if model.int8_matrices().next().is_some() {
+        return Err(Error::Invalid(
+            "this model was loaded for int8 compute (its int8 weights are kept as codes) and \
+             cannot be saved; load it with `compute: Compute::F32` (`--compute f32`) to save it"
+                .into(),
+        ));
+    }
     let mut collect = Collect::default();
     model.visit(&mut collect);
     if let Some((name, e)) = collect.failed {
@@ -340,7 +350,11 @@ pub fn convert(
     dtype: WeightDtype,
     output: &Path,
 ) -> Result<()> {
-    let options = LoadOptions { tokenizer: tokenizer.map(Path::to_path_buf), ..Default::default() };
+    let options = LoadOptions {
+        tokenizer: tokenizer.map(Path::to_path_buf),
+        compute: Compute::F32,
+        ..Default::default()
+    };
     let loaded = load(files, &options, &Device::flex())?;
     let config_rel = join(&loaded.layout.transformer, "config.json");
     let config = files

@@ -14,33 +14,57 @@ use burn::tensor::activation::{gelu, gelu_approximate, relu, silu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::{Activation, T5Config};
+use crate::int8::{self, Int8Matrix};
 use crate::names::block_layer;
 use crate::ops::{self, AttentionBias};
 use crate::weights::{Init, VarBuilder};
 
-/// `y = x W + b` with `W` stored `[d_in, d_out]` (PyTorch's `[out, in]`, transposed at load).
+/// `y = x W + b` with `W` stored `[d_in, d_out]` (PyTorch's `[out, in]`, transposed at load), or
+/// kept int8 as stored (`[d_out, d_in]` codes, one scale per row) for the CPU's int8 compute.
 #[derive(Module, Debug)]
 pub struct Linear {
-    /// `[d_in, d_out]`
-    pub weight: Param<Tensor<2>>,
+    /// `[d_in, d_out]`; `None` when the weight is kept int8 ([`int8`](Self::int8)).
+    pub weight: Option<Param<Tensor<2>>>,
     /// `[d_out]`
     pub bias: Option<Param<Tensor<1>>>,
+    /// The weight as int8 codes `[d_out, d_in]` when the loader keeps int8 models int8
+    /// ([`crate::Compute::Auto`] on the CPU). Not a parameter: nothing trains or saves it.
+    #[module(skip)]
+    pub int8: Option<Int8Matrix>,
 }
 
 impl Linear {
-    /// Loads `{name}.weight` (and `{name}.bias` when `bias`).
+    /// Loads `{name}.weight` (and `{name}.bias` when `bias`), int8 as stored when `vb` keeps int8.
     pub fn new(vb: &VarBuilder, d_in: usize, d_out: usize, bias: bool) -> Self {
         let std = (d_in as f64).powf(-0.5);
+        let int8 = vb.int8(d_out, d_in, "weight");
         Self {
-            weight: vb.get_linear_weight(d_in, d_out, "weight", Init::Normal(std)),
+            weight: int8
+                .is_none()
+                .then(|| vb.get_linear_weight(d_in, d_out, "weight", Init::Normal(std))),
             bias: bias.then(|| vb.get([d_out], "bias", Init::Zeros)),
+            int8,
+        }
+    }
+
+    /// `d_out`.
+    pub fn out_features(&self) -> usize {
+        match (&self.weight, &self.int8) {
+            (Some(w), _) => w.dims()[1],
+            (None, Some(q)) => q.rows(),
+            (None, None) => unreachable!("Linear::new sets a weight or int8"),
         }
     }
 
     /// `[..., d_in]` → `[..., d_out]`. One fused kernel on the GPU without a bias
-    /// ([`ops::linear`]).
+    /// ([`ops::linear`]); int8 × int8 on the CPU for an int8 weight ([`int8::linear`]).
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        ops::linear(x, self.weight.val(), self.bias.as_ref().map(Param::val))
+        let bias = self.bias.as_ref().map(Param::val);
+        match (&self.weight, &self.int8) {
+            (Some(w), _) => ops::linear(x, w.val(), bias),
+            (None, Some(q)) => int8::linear(x, q, bias),
+            (None, None) => unreachable!("Linear::new sets a weight or int8"),
+        }
     }
 }
 
@@ -210,6 +234,10 @@ impl T5Attention {
         }
     }
 
+    fn linears(&self) -> [&Linear; 4] {
+        [&self.q, &self.k, &self.v, &self.o]
+    }
+
     /// Each (query, key) pair's bucket `[q_len, k_len]` for query positions `0..q_len` against
     /// key positions `0..k_len`: a few hundred integers, computed on the host.
     pub fn buckets(&self, q_len: usize, k_len: usize, device: &Device) -> Tensor<2, Int> {
@@ -290,6 +318,15 @@ impl T5Block {
         }
     }
 
+    /// Every Linear layer of the block.
+    fn linears(&self) -> impl Iterator<Item = &Linear> {
+        let ff = &self.ff.DenseReluDense;
+        let attention = self.self_attention.SelfAttention.linears().into_iter();
+        let cross = self.cross_attention.iter().flat_map(|c| c.EncDecAttention.linears());
+        let ff = [&ff.wi, &ff.wi_0, &ff.wi_1].into_iter().flatten().chain([&ff.wo]);
+        attention.chain(cross).chain(ff)
+    }
+
     /// `x`: `[batch, seq, d_model]`; `cross`: the encoder output `[batch, src, d_model]` and
     /// its bias (the source's padding mask).
     pub fn forward(
@@ -315,8 +352,11 @@ impl T5Block {
 /// `final_layer_norm`.
 #[derive(Module, Debug)]
 pub struct T5Stack {
-    /// `[vocab_size, d_model]`
-    pub embed_tokens: Param<Tensor<2>>,
+    /// `[vocab_size, d_model]`; `None` when the table is kept int8 ([`embed_int8`](Self::embed_int8)).
+    pub embed_tokens: Option<Param<Tensor<2>>>,
+    /// The table as int8 codes with one scale per row, when the loader keeps int8 models int8.
+    #[module(skip)]
+    pub embed_int8: Option<Int8Matrix>,
     pub block: Vec<T5Block>,
     pub final_layer_norm: T5LayerNorm,
     pub is_decoder: bool,
@@ -325,13 +365,13 @@ pub struct T5Stack {
 impl T5Stack {
     pub fn new(vb: &VarBuilder, cfg: &T5Config, decoder: bool) -> Self {
         let n = if decoder { cfg.decoder_layers() } else { cfg.num_layers };
+        let table = vb.pp("embed_tokens");
+        let embed_int8 = table.int8(cfg.vocab_size, cfg.d_model, "weight");
         Self {
-            embed_tokens: vb.pp("embed_tokens").get_embedding(
-                cfg.vocab_size,
-                cfg.d_model,
-                "weight",
-                Init::Normal(1.0),
-            ),
+            embed_tokens: embed_int8.is_none().then(|| {
+                table.get_embedding(cfg.vocab_size, cfg.d_model, "weight", Init::Normal(1.0))
+            }),
+            embed_int8,
             block: (0..n)
                 .map(|i| T5Block::new(&vb.pp("block").pp(i), cfg, i == 0, decoder))
                 .collect(),
@@ -346,9 +386,30 @@ impl T5Stack {
 
     /// `ids`: `[batch, seq]` → `[batch, seq, d_model]`
     pub fn embed(&self, ids: Tensor<2, Int>) -> Tensor<3> {
-        let [b, s] = ids.dims();
-        let d = self.embed_tokens.dims()[1];
-        self.embed_tokens.val().select(0, ids.reshape([b * s])).reshape([b, s, d])
+        match (&self.embed_tokens, &self.embed_int8) {
+            (Some(table), _) => {
+                let [b, s] = ids.dims();
+                let d = table.dims()[1];
+                table.val().select(0, ids.reshape([b * s])).reshape([b, s, d])
+            }
+            (None, Some(q)) => int8::embedding(ids, q),
+            (None, None) => unreachable!("T5Stack::new sets a table or its int8 codes"),
+        }
+    }
+
+    /// Every int8 matrix of the stack (its table and Linear weights kept int8).
+    pub fn int8_matrices(&self) -> impl Iterator<Item = &Int8Matrix> {
+        let linears = self.block.iter().flat_map(T5Block::linears);
+        self.embed_int8.iter().chain(linears.filter_map(|l| l.int8.as_ref()))
+    }
+
+    /// `d_model`, the table's width.
+    pub fn d_model(&self) -> usize {
+        match (&self.embed_tokens, &self.embed_int8) {
+            (Some(table), _) => table.dims()[1],
+            (None, Some(q)) => q.cols(),
+            (None, None) => unreachable!("T5Stack::new sets a table or its int8 codes"),
+        }
     }
 
     /// `ids`, `mask`: `[batch, seq]` (mask 1 token, 0 padding); `cross`: for the decoder, the

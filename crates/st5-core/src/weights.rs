@@ -10,6 +10,7 @@ use burn::module::Param;
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
 use crate::checkpoint::Checkpoint;
+use crate::int8::Int8Matrix;
 use crate::names::{PREFIXES, tied_spellings};
 
 /// How a tensor is initialised when no checkpoint provides it.
@@ -63,6 +64,9 @@ struct Source {
     used: RefCell<BTreeSet<String>>,
     /// Tensors already built, by stored name: tied copies share one device buffer.
     cache: RefCell<HashMap<String, Tensor<2>>>,
+    /// Whether int8 matrices stay int8 ([`VarBuilder::int8`]), and those already built, by
+    /// stored name: tied tables share one copy.
+    int8: Option<RefCell<HashMap<String, Int8Matrix>>>,
     report: RefCell<LoadReport>,
 }
 
@@ -74,22 +78,25 @@ pub struct VarBuilder {
 }
 
 impl VarBuilder {
-    /// Builds from a checkpoint: every tensor must be present with the expected shape.
-    pub fn from_checkpoint(checkpoint: Rc<Checkpoint>, device: &Device) -> Self {
-        Self::new(Some(checkpoint), device)
+    /// Builds from a checkpoint: every tensor must be present with the expected shape. With
+    /// `keep_int8`, int8 matrices are handed out as stored ([`int8`](Self::int8)) instead of
+    /// dequantized (the CPU's int8 compute).
+    pub fn from_checkpoint(checkpoint: Rc<Checkpoint>, device: &Device, keep_int8: bool) -> Self {
+        Self::new(Some(checkpoint), device, keep_int8)
     }
 
     /// Initialises every tensor (random normal, ones or zeros): for training from scratch and tests.
     pub fn init(device: &Device) -> Self {
-        Self::new(None, device)
+        Self::new(None, device, false)
     }
 
-    fn new(checkpoint: Option<Rc<Checkpoint>>, device: &Device) -> Self {
+    fn new(checkpoint: Option<Rc<Checkpoint>>, device: &Device, keep_int8: bool) -> Self {
         let src = Source {
             device: device.clone(),
             checkpoint,
             used: RefCell::default(),
             cache: RefCell::default(),
+            int8: keep_int8.then(RefCell::default),
             report: RefCell::default(),
         };
         Self { src: Rc::new(src), prefix: String::new() }
@@ -142,6 +149,29 @@ impl VarBuilder {
                 Some(vec![0.0; shape.iter().product()])
             }
         }
+    }
+
+    /// The matrix `name` as stored int8 codes `[rows, cols]` with per-row scales, when this
+    /// builder keeps int8 and the checkpoint stores `name` so, with that shape. `None` otherwise
+    /// (also for a malformed one): the caller then asks for the f32 tensor, whose load records
+    /// every problem by name.
+    pub fn int8(&self, rows: usize, cols: usize, name: &str) -> Option<Int8Matrix> {
+        let built = self.src.int8.as_ref()?;
+        let ckpt = self.src.checkpoint.as_ref()?;
+        let key = ckpt.resolve(&self.full(name))?;
+        if let Some(m) = built.borrow().get(&key) {
+            return (m.rows() == rows && m.cols() == cols).then(|| m.clone());
+        }
+        if ckpt.shape(&key)? != [rows, cols] {
+            return None;
+        }
+        let stored = ckpt.int8_rows(&key).ok()??;
+        let m = Int8Matrix::new(stored.codes, &stored.scales, rows, cols)?;
+        let mut used = self.src.used.borrow_mut();
+        used.insert(key.clone());
+        used.extend(ckpt.scale_of(&key));
+        built.borrow_mut().insert(key, m.clone());
+        Some(m)
     }
 
     /// A parameter of rank `D` named `name` under this prefix.

@@ -21,6 +21,15 @@ struct Entry {
     range: std::ops::Range<usize>,
 }
 
+/// An int8 tensor as stored ([`Checkpoint::int8_rows`]): `codes` `[rows, cols]` row-major, borrowed
+/// from the file, and one f32 scale per row (a per-tensor scale repeated).
+#[derive(Debug, Clone)]
+pub struct Int8Rows<'a> {
+    pub codes: &'a [i8],
+    pub scales: Vec<f32>,
+    pub cols: usize,
+}
+
 /// The tensors of one or more safetensors files, kept as raw bytes until asked for.
 pub struct Checkpoint {
     /// Each file's bytes, shared with whoever handed them over (a map, the caller's buffer).
@@ -156,9 +165,30 @@ impl Checkpoint {
         })
     }
 
-    /// `q[r, c] * scale[r]` for int8 tensor `name` (`e`, bytes `raw`): the scale must be a float
-    /// tensor of `[rows, 1]` or `[rows]` (one per row) or a single value (one for the tensor).
+    /// `q[r, c] * scale[r]` for int8 tensor `name` (`e`, bytes `raw`).
     fn dequantize(&self, name: &str, e: &Entry, raw: &[u8]) -> Result<Vec<f32>> {
+        let (scales, cols) = self.int8_scales(name, e)?;
+        Ok(dequantize_rows(bytemuck::cast_slice::<u8, i8>(raw), &scales, cols))
+    }
+
+    /// An int8 tensor as stored, for computing on it without dequantizing (st5-core's int8
+    /// compute): its codes `[rows, cols]` row-major and one scale per row. `None` when `name` is
+    /// not int8; the same errors as [`to_f32`](Self::to_f32) for a malformed one.
+    pub fn int8_rows(&self, name: &str) -> Result<Option<Int8Rows<'_>>> {
+        let e =
+            self.entries.get(name).ok_or_else(|| Error::Invalid(format!("no tensor `{name}`")))?;
+        if e.dtype != Dtype::I8 {
+            return Ok(None);
+        }
+        let (scales, cols) = self.int8_scales(name, e)?;
+        let raw = &self.files[e.file].1[e.range.clone()];
+        Ok(Some(Int8Rows { codes: bytemuck::cast_slice::<u8, i8>(raw), scales, cols }))
+    }
+
+    /// One scale per row of int8 tensor `name` (`e`) and its row length: the scale must be a
+    /// float tensor of `[rows, 1]` or `[rows]` (one per row) or a single value (one for the
+    /// tensor).
+    fn int8_scales(&self, name: &str, e: &Entry) -> Result<(Vec<f32>, usize)> {
         let fail = |message: String| Error::Quantized {
             path: self.files[e.file].0.clone(),
             name: name.to_string(),
@@ -185,8 +215,7 @@ impl Checkpoint {
             )));
         }
         let scale = self.to_f32(&key)?;
-        let scales = if per_row { scale } else { vec![scale[0]; rows] };
-        Ok(dequantize_rows(bytemuck::cast_slice::<u8, i8>(raw), &scales, cols))
+        Ok((if per_row { scale } else { vec![scale[0]; rows] }, cols))
     }
 
     /// The first of `name`'s stored spellings (names.rs) that this checkpoint holds.

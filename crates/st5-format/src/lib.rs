@@ -4,10 +4,12 @@
 //!
 //! - [`config`]: `T5Config` from `config.json`, validated;
 //! - [`device_choice`]: the devices a run can be asked for, by name (native and web);
+//!   [`compute`]: int8 or f32 arithmetic for the matrix products, by name;
 //! - [`files`]: model files from a directory (memory-mapped) or held in memory;
 //! - [`layout`]: the sentence-transformers layout (`modules.json`, Pooling, Dense, Normalize) or
 //!   a plain Hugging Face T5 directory; [`variant`]: the pooling variants;
-//! - [`checkpoint`]: safetensors checkpoints, sharded or not, f32/f16/bf16, and int8 ([`quant`]);
+//! - [`checkpoint`]: safetensors checkpoints, sharded or not, f32/f16/bf16, and int8 ([`quant`]),
+//!   dequantized or as stored;
 //! - [`names`]: the one table between module paths and checkpoint tensor names;
 //! - [`probe`]: which files a load reads, for loaders that fetch them one by one;
 //! - [`source`]: a model as the user names it, a path or a hub id `org/name[@revision]`;
@@ -20,6 +22,7 @@
 
 pub mod charsmap;
 pub mod checkpoint;
+pub mod compute;
 pub mod config;
 pub mod device_choice;
 pub mod error;

@@ -139,8 +139,9 @@ fn scalar(x: &QuantizedRows, w: &Weights, out: &mut [f32]) {
     let n = w.rows();
     for (i, out_row) in out.chunks_exact_mut(n.max(1)).take(x.rows()).enumerate() {
         for (j, o) in out_row.iter_mut().enumerate() {
-            let dot =
+            let dot: i32 =
                 x.row(i).iter().zip(w.row(j)).map(|(&a, &b)| i32::from(a) * i32::from(b)).sum();
+            let dot = dot.wrapping_sub(x.zero(i).wrapping_mul(w.row_sum(j)));
             *o = rescale(dot, x.scale(i), w.scale(j));
         }
     }
@@ -226,7 +227,8 @@ pub(crate) unsafe fn tiles<D: Dot, const MR: usize, const NR: usize>(
                     for (r, acc_row) in acc.iter().enumerate().take(m - i0) {
                         for (c, &a) in acc_row.iter().enumerate().take(b1 - j0) {
                             let (i, j) = (i0 + r, j0 + c);
-                            let offset = D::OFFSET.wrapping_mul(w.row_sum(j));
+                            // The offset and the row's zero point, both times Σ w.
+                            let offset = (D::OFFSET + x.zero(i)).wrapping_mul(w.row_sum(j));
                             let dot = D::sum(a).wrapping_sub(offset);
                             out[i * n + j] = rescale(dot, x.scale(i), w.scale(j));
                         }
@@ -328,6 +330,40 @@ mod tests {
                     let wc = vec![b; n * k];
                     let (x, w) = operands(&xc, m, &wc, n, k, bits);
                     assert_kernels_equal_scalar(&x, &w, &format!("{a} x {b}, k {k}, {bits:?}"));
+                }
+            }
+        }
+    }
+
+    /// Asymmetric rows (codes down to -64, zero points across [-64, 63]) on every 7-bit-taking
+    /// kernel, including one-signed rows (a ReLU's output) and the extreme k; and the zero point
+    /// really is subtracted: the output equals the dequantized rows' product.
+    #[test]
+    fn every_kernel_equals_scalar_bit_for_bit_on_asymmetric_rows() {
+        let mut rng = Lcg(0xa5);
+        for (m, k, n) in [(1, 1, 1), (3, 17, 5), (16, 64, 16), (17, 384, 9), (2, crate::MAX_K, 2)] {
+            let mut x: Vec<f32> = (0..m * k).map(|_| rng.normal(1.0)).collect();
+            // Row 0 one-signed (relu), row 1 (if any) all negative, the rest mixed.
+            x[..k].iter_mut().for_each(|v| *v = v.abs());
+            if m > 1 {
+                x[k..2 * k].iter_mut().for_each(|v| *v = -v.abs() - 0.5);
+            }
+            let q = crate::quantize_rows_asymmetric(&x, k);
+            let w = Weights::new(&rng.codes(n * k), &vec![0.01; n], n, k);
+            assert_kernels_equal_scalar(&q, &w, &format!("asymmetric {m}x{k}x{n}"));
+            let mut got = vec![0f32; m * n];
+            crate::matmul(Kernel::Scalar, &q, &w, &mut got);
+            for i in 0..m.min(3) {
+                for j in 0..n {
+                    let want: f64 = (0..k)
+                        .map(|c| {
+                            let xv =
+                                f64::from(q.row(i)[c] as i32 - q.zero(i)) * f64::from(q.scale(i));
+                            xv * f64::from(w.row(j)[c]) * 0.01
+                        })
+                        .sum();
+                    let tol = 1e-5 * want.abs().max(1.0);
+                    assert!((f64::from(got[i * n + j]) - want).abs() <= tol, "{i},{j}");
                 }
             }
         }

@@ -43,7 +43,7 @@ mod wasm;
 mod x86;
 
 pub use kernel::Kernel;
-pub use quant::{ActBits, QuantizedRows, Weights, quantize_rows};
+pub use quant::{ActBits, QuantizedRows, Weights, quantize_rows, quantize_rows_asymmetric};
 
 /// The longest row (`k`) the kernels take: `128 · 127 · 2¹⁷ < 2³¹`, so every dot product of codes
 /// fits in i32.

@@ -28,14 +28,17 @@ impl ActBits {
     }
 }
 
-/// Rows of activations as int8 codes with one f32 scale per row: row `i`'s value `j` is about
-/// `codes[i][j] * scales[i]`. Built by [`quantize_rows`] only, so its codes are within
-/// [`bits`](Self::bits)' range, which the 7-bit kernels rely on.
+/// Rows of activations as int8 codes with one f32 scale and one zero point per row: row `i`'s
+/// value `j` is about `(codes[i][j] - zeros[i]) * scales[i]`. Built by [`quantize_rows`] (zero
+/// points 0) or [`quantize_rows_asymmetric`] only, so its codes are within the range the kernels
+/// rely on: [-63, 63] or [-64, 63] for 7 bits, [-127, 127] for 8.
 #[derive(Clone, Debug)]
 pub struct QuantizedRows {
     /// `rows` rows of `stride` codes; the `stride - cols` codes after each row are 0.
     codes: Vec<i8>,
     scales: Vec<f32>,
+    /// Each row's zero point, in [-64, 63].
+    zeros: Vec<i32>,
     rows: usize,
     cols: usize,
     stride: usize,
@@ -89,7 +92,58 @@ pub fn quantize_rows(x: &[f32], cols: usize, bits: ActBits) -> QuantizedRows {
             *q = ((y + ROUND) - ROUND) as i8;
         }
     }
-    QuantizedRows { codes, scales, rows, cols, stride, bits }
+    let zeros = vec![0; rows];
+    QuantizedRows { codes, scales, zeros, rows, cols, stride, bits }
+}
+
+/// Quantizes each row of `x` (row-major, `cols` values a row) asymmetrically to 7-bit codes in
+/// [-64, 63]: the row's range, widened to include 0, is cut into 127 steps (`scale = (max -
+/// min) / 127`), and the zero point is the code of 0.0, so 0 is exact and a row of one sign
+/// (a ReLU's output) uses all 128 codes where the symmetric [`quantize_rows`] would use 64. The
+/// codes fit every 7-bit kernel (offset by 64 they lie in [0, 127]); the kernels subtract the
+/// zero point times the weight row's sum, exactly.
+///
+/// Edge cases as [`quantize_rows`]: a zero row, or one whose range is too small for a finite
+/// inverse, gets codes 0, zero point 0 and scale 0; a row holding NaN or ±infinity gets scale NaN.
+///
+/// # Panics
+/// As [`quantize_rows`].
+pub fn quantize_rows_asymmetric(x: &[f32], cols: usize) -> QuantizedRows {
+    assert!((1..=MAX_K).contains(&cols), "a row has 1 to {MAX_K} values, not {cols}");
+    assert!(x.len().is_multiple_of(cols), "{} values are not rows of {cols}", x.len());
+    let rows = x.len() / cols;
+    let stride = cols.next_multiple_of(K_ALIGN);
+    let mut codes = vec![0i8; rows * stride];
+    let mut scales = vec![0f32; rows];
+    let mut zeros = vec![0i32; rows];
+    const ROUND: f32 = 12_582_912.0; // as in quantize_rows
+    for (i, row) in x.chunks_exact(cols).enumerate() {
+        let (mut lo, mut hi) = (0f32, 0f32);
+        let mut finite = true;
+        for &v in row {
+            finite &= v.is_finite();
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+        if !finite {
+            scales[i] = f32::NAN;
+            continue;
+        }
+        let range = hi - lo;
+        let (scale, inverse) = (range / 127.0, 127.0 / range);
+        if scale == 0.0 || !inverse.is_finite() {
+            continue;
+        }
+        // -lo · inverse lies in [0, 127], so the zero point lies in [-64, 63].
+        let zero = ((-64.0 - lo * inverse + ROUND) - ROUND) as i32;
+        scales[i] = scale;
+        zeros[i] = zero;
+        for (q, &v) in codes[i * stride..].iter_mut().zip(row) {
+            let y = ((v * inverse + ROUND) - ROUND) as i32 + zero;
+            *q = y.clamp(-64, 63) as i8;
+        }
+    }
+    QuantizedRows { codes, scales, zeros, rows, cols, stride, bits: ActBits::Seven }
 }
 
 impl QuantizedRows {
@@ -116,6 +170,11 @@ impl QuantizedRows {
     /// Row `i`'s scale.
     pub fn scale(&self, i: usize) -> f32 {
         self.scales[i]
+    }
+
+    /// Row `i`'s zero point: 0 for [`quantize_rows`]' symmetric codes.
+    pub fn zero(&self, i: usize) -> i32 {
+        self.zeros[i]
     }
 
     /// Row `i`'s codes followed by zeros up to a multiple of [`K_ALIGN`].
@@ -177,6 +236,12 @@ impl Weights {
     /// Row `j`'s scale.
     pub fn scale(&self, j: usize) -> f32 {
         self.scales[j]
+    }
+
+    /// The bytes this matrix holds on the heap: padded codes, scales and row sums (what a
+    /// model's memory report counts).
+    pub fn heap_bytes(&self) -> usize {
+        self.codes.len() + 4 * (self.scales.len() + self.row_sums.len())
     }
 
     /// Row `j`'s code sum, exact (|sum| <= 128 · MAX_K).
@@ -249,6 +314,39 @@ mod tests {
             }
             let top = f32::from(bits.max_code());
             assert_eq!([q.scale(0), q.scale(1), q.scale(2)], [1.0 / top, 7.0 / top, 7.0 / top]);
+        }
+    }
+
+    #[test]
+    fn asymmetric_rows_use_every_code_and_keep_zero_exact() {
+        let nan = f32::NAN;
+        // (row, codes, zero point, scale; None = NaN)
+        let cases: &[(&[f32], &[i8], i32, Option<f32>)] = &[
+            // A ReLU's output: [0, 127] → codes [-64, 63], 0.0 at the zero point -64.
+            (&[0.0, 127.0, 63.5, 1.0], &[-64, 63, 0, -63], -64, Some(1.0)),
+            // All negative: the range is widened to 0.
+            (&[-127.0, -1.0], &[-64, 62], 63, Some(1.0)),
+            // Both signs: range 254, scale 2; 0.0 at code round(-64 + 63.5) = 0 (ties to even).
+            (&[-127.0, 127.0, 0.0, 3.0], &[-64, 63, 0, 2], 0, Some(2.0)),
+            (&[0.0, 0.0], &[0, 0], 0, Some(0.0)),
+            (&[1.0, nan], &[0, 0], 0, None),
+        ];
+        for &(row, codes, zero, scale) in cases {
+            let q = quantize_rows_asymmetric(row, row.len());
+            assert_eq!(q.bits(), ActBits::Seven);
+            assert_eq!((q.row(0), q.zero(0)), (codes, zero), "{row:?}");
+            assert!(q.row(0).iter().all(|&c| (-64..=63).contains(&c)));
+            match scale {
+                Some(s) => assert_eq!(q.scale(0), s, "{row:?}"),
+                None => assert!(q.scale(0).is_nan(), "{row:?}"),
+            }
+        }
+        // Every value comes back within half a step.
+        let row: Vec<f32> = (0..300).map(|i| ((i * 37) % 101) as f32 / 7.0 - 3.0).collect();
+        let q = quantize_rows_asymmetric(&row, 300);
+        for (j, &v) in row.iter().enumerate() {
+            let back = (q.row(0)[j] as i32 - q.zero(0)) as f32 * q.scale(0);
+            assert!((back - v).abs() <= 0.5001 * q.scale(0), "{v} came back as {back}");
         }
     }
 

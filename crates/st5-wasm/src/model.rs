@@ -4,7 +4,7 @@ use std::rc::Rc;
 
 use js_sys::{Float32Array, Object, Promise, Uint8Array};
 use serde::Deserialize;
-use st5_core::{DEFAULT_BATCH_SIZE, Embedder, LoadOptions, MemoryFiles, Variant};
+use st5_core::{Compute, DEFAULT_BATCH_SIZE, Embedder, LoadOptions, MemoryFiles, Variant};
 use wasm_bindgen::prelude::*;
 
 use crate::device::{lower, pick_device};
@@ -21,6 +21,8 @@ struct Options {
     max_seq_length: Option<usize>,
     /// Caps device buffers below the adapter's own limit.
     max_buffer_bytes: Option<u64>,
+    /// `"auto"` (an int8 model computes in int8 on the CPU) or `"f32"`.
+    compute: Option<String>,
 }
 
 /// `[name, value]` pairs of an object or a `Map`.
@@ -89,6 +91,13 @@ impl Model {
             max_seq_length: options.max_seq_length,
             batch_size: options.batch_size.unwrap_or(DEFAULT_BATCH_SIZE),
             max_buffer_bytes: lower(limit, options.max_buffer_bytes),
+            compute: options
+                .compute
+                .as_deref()
+                .map(str::parse::<Compute>)
+                .transpose()
+                .map_err(js_error)?
+                .unwrap_or_default(),
         };
         let embedder = Embedder::load_from(&files, &load, &device).map_err(js_error)?;
         let weight_files =
@@ -146,6 +155,21 @@ impl Model {
     #[wasm_bindgen(getter)]
     pub fn device(&self) -> String {
         self.device.to_string()
+    }
+
+    /// `"int8"` when the model keeps int8 weights and multiplies in int8 (an int8 model on the
+    /// CPU), else `"f32"`.
+    #[wasm_bindgen(getter)]
+    pub fn arithmetic(&self) -> String {
+        let int8 = self.embedder.model().int8_matrices().next().is_some();
+        if int8 { "int8" } else { "f32" }.into()
+    }
+
+    /// The bytes the loaded weights hold in this instance's memory (f32 parameters and int8
+    /// codes): what a worker holding a copy of the model costs beyond activations.
+    #[wasm_bindgen(getter, js_name = weightBytes)]
+    pub fn weight_bytes(&self) -> f64 {
+        self.embedder.model().weight_bytes() as f64
     }
 
     /// Tokens kept per text; longer texts are truncated, as sentence-transformers does.

@@ -26,6 +26,24 @@ function maxAbsDiff(rows, want) {
   return err;
 }
 
+/** The least cosine between corresponding rows. */
+function leastCosine(rows, want) {
+  let least = 1;
+  rows.forEach((row, i) => {
+    let [dot, a, b] = [0, 0, 0];
+    row.forEach((x, j) => {
+      dot += x * want[i][j];
+      a += x * x;
+      b += want[i][j] * want[i][j];
+    });
+    least = Math.min(least, dot / Math.sqrt(a * b));
+  });
+  return least;
+}
+
+// The int8 case's rows, handed back with the report.
+let int8Rows = null;
+
 const sameBits = (a, b) => a.length === b.length && a.every((row, i) => row.every((x, j) => Object.is(x, b[i][j])));
 
 /** Embeds `texts` with a fresh model from `url`, disposes it, and returns rows and facts. */
@@ -66,10 +84,30 @@ const cases = {
   },
 
   async built_in_default_matches_reference(want) {
-    const r = await embedOnce('/shipped/', { threads: 1 }, want.shipped.sentences);
+    // The reference computes in f32 on the dequantized int8 weights: so does `compute: 'f32'`.
+    const r = await embedOnce('/shipped/', { threads: 1, compute: 'f32' }, want.shipped.sentences);
     const err = maxAbsDiff(r.rows, want.shipped.embeddings['enc-mean']);
     if (!(err <= CPU_TOL)) throw new Error(`max abs error ${err}`);
     return `${DEFAULT} on ${r.device}: max abs error ${err.toExponential(2)}`;
+  },
+
+  // The default is int8, so the CPU computes it in int8 (st5-core's int8.rs): within cosine 0.999
+  // of the f32 computation. The int8 products are the same on both modules (7-bit activation
+  // codes on both, so the relaxed and the SIMD128 kernels compute the same dot products), but the
+  // f32 parts between them (attention) differ as the f32 path does: engines.test.mjs compares the
+  // rows across engines (the same bits on one module, a bound across the two).
+  async int8_compute_tracks_f32(want) {
+    const m = await st5.load('/shipped/', { device: 'cpu', threads: 1 });
+    try {
+      const rows = (await m.embed(want.shipped.sentences)).map((r) => Array.from(r));
+      int8Rows = rows;
+      if (m.arithmetic !== 'int8') throw new Error(`arithmetic ${m.arithmetic}, not int8`);
+      const least = leastCosine(rows, want.shipped.embeddings['enc-mean']);
+      if (!(least >= 0.999)) throw new Error(`least cosine to the f32 computation ${least}`);
+      return `int8 arithmetic, ${(m.weightBytes / 2 ** 20).toFixed(1)} MiB of weights; least cosine to the f32 computation ${least.toFixed(6)}`;
+    } finally {
+      await m.dispose();
+    }
   },
 
   async worker_pool_is_bit_identical_to_one_thread(want) {
@@ -154,6 +192,7 @@ async function run() {
       report.results.push({ name, ok: false, note: String(err?.stack ?? err), ms: performance.now() - t0 });
     }
   }
+  report.int8Rows = int8Rows;
   return report;
 }
 

@@ -15,7 +15,7 @@ use st5_core::prompt::Prompt;
 use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::transfer::to_host;
-use st5_core::{DeviceChoice, FileBytes, LoadOptions, OpenDevice, SentenceT5, Variant};
+use st5_core::{Compute, DeviceChoice, FileBytes, LoadOptions, OpenDevice, SentenceT5, Variant};
 
 use super::checkpoint::{latest_checkpoint, read_checkpoint, with_param_ids};
 use super::eval::DevSet;
@@ -132,6 +132,8 @@ fn load_start(
         variant: cfg.model.variant,
         tokenizer: cfg.model.tokenizer.clone(),
         max_seq_length: cfg.model.max_seq_length,
+        // Training updates f32 weights: an int8 init is dequantized.
+        compute: Compute::F32,
         ..LoadOptions::default()
     };
     let Loaded { model, tokenizer, tokenizer_json, layout, .. } = if source.is_file() {
@@ -202,7 +204,7 @@ fn add_prompt(
             p.check_base(&fingerprint, layout.config.d_model, &path)?;
             p.values
         }
-        None => vocab_init(&model, length, cfg.seed)?,
+        None => vocab_init(&model, layout.config.vocab_size, length, cfg.seed, ad)?,
     };
     // Frozen: only the prompt records gradients, so only it is clipped and stepped.
     let mut model = model.no_grad();
@@ -215,16 +217,19 @@ fn add_prompt(
 /// The first `length` token embeddings a prompt starts from: rows of the model's embedding
 /// table at ids drawn from the 5,000 most frequent pieces (Lester et al. 2021, §3.2, "sampled
 /// vocab"; SentencePiece numbers pieces by frequency, after the 3 specials).
-fn vocab_init(model: &SentenceT5, length: usize, seed: u64) -> Result<Vec<f32>> {
-    let table = model.t5.encoder.embed_tokens.val();
-    let vocab = table.dims()[0];
+fn vocab_init(
+    model: &SentenceT5,
+    vocab: usize,
+    length: usize,
+    seed: u64,
+    device: &Device,
+) -> Result<Vec<f32>> {
     let mut rng = Rng(seed ^ 0x50_0000);
     let top = vocab.min(5003);
     let ids: Vec<i32> =
         (0..length).map(|_| (3 + rng.below(top.saturating_sub(3).max(1))) as i32).collect();
-    let ids =
-        Tensor::<1, burn::tensor::Int>::from_data(TensorData::new(ids, [length]), &table.device());
-    Ok(to_host(table.select(0, ids).try_into_data())?)
+    let ids = Tensor::<2, burn::tensor::Int>::from_data(TensorData::new(ids, [1, length]), device);
+    Ok(to_host(model.t5.encoder.embed(ids).try_into_data())?)
 }
 
 /// The paper's projection, d_model → dim (`[model] dim`, default d_model), no bias, for a source
@@ -233,7 +238,7 @@ fn add_dense(model: &mut SentenceT5, cfg: &TrainConfig, layout: &ModelLayout, ad
     let (d_in, d_out) = (layout.config.d_model, cfg.model.dim.unwrap_or(layout.config.d_model));
     let w = normal(&mut Rng(cfg.seed ^ 0xD15E), d_in * d_out, (d_in as f64).powf(-0.5));
     let weight = Param::from_tensor(Tensor::<2>::from_data(TensorData::new(w, [d_in, d_out]), ad));
-    model.dense.push(Linear { weight, bias: None });
+    model.dense.push(Linear { weight: Some(weight), bias: None, int8: None });
 }
 
 /// Normal(0, std) values from the run's RNG (Box–Muller), so a created Dense is reproducible.
