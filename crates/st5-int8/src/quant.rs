@@ -59,12 +59,8 @@ pub struct QuantizedRows {
 /// # Panics
 /// If `cols` is 0 or above [`MAX_K`], or `x.len()` is not a multiple of `cols`.
 pub fn quantize_rows(x: &[f32], cols: usize, bits: ActBits) -> QuantizedRows {
-    assert!((1..=MAX_K).contains(&cols), "a row has 1 to {MAX_K} values, not {cols}");
-    assert!(x.len().is_multiple_of(cols), "{} values are not rows of {cols}", x.len());
-    let rows = x.len() / cols;
-    let stride = cols.next_multiple_of(K_ALIGN);
-    let mut codes = vec![0i8; rows * stride];
-    let mut scales = vec![0f32; rows];
+    let (mut codes, mut scales, stride) = zeroed_rows(x, cols);
+    let rows = scales.len();
     let max_code = f32::from(bits.max_code());
     // Rounding in two additions that vectorise (`f32::round` is a libm call per value on x86-64
     // without SSE4.1): for |y| < 2²², the sum y + 1.5 · 2²³ lies in [2²³, 2²⁴), where f32 has no
@@ -109,12 +105,8 @@ pub fn quantize_rows(x: &[f32], cols: usize, bits: ActBits) -> QuantizedRows {
 /// # Panics
 /// As [`quantize_rows`].
 pub fn quantize_rows_asymmetric(x: &[f32], cols: usize) -> QuantizedRows {
-    assert!((1..=MAX_K).contains(&cols), "a row has 1 to {MAX_K} values, not {cols}");
-    assert!(x.len().is_multiple_of(cols), "{} values are not rows of {cols}", x.len());
-    let rows = x.len() / cols;
-    let stride = cols.next_multiple_of(K_ALIGN);
-    let mut codes = vec![0i8; rows * stride];
-    let mut scales = vec![0f32; rows];
+    let (mut codes, mut scales, stride) = zeroed_rows(x, cols);
+    let rows = scales.len();
     let mut zeros = vec![0i32; rows];
     const ROUND: f32 = 12_582_912.0; // as in quantize_rows
     for (i, row) in x.chunks_exact(cols).enumerate() {
@@ -144,6 +136,16 @@ pub fn quantize_rows_asymmetric(x: &[f32], cols: usize) -> QuantizedRows {
         }
     }
     QuantizedRows { codes, scales, zeros, rows, cols, stride, bits: ActBits::Seven }
+}
+
+/// Zero codes (rows padded to [`K_ALIGN`]), zero scales and the row stride for `x`'s rows of
+/// `cols`, after the checks both quantizers share.
+fn zeroed_rows(x: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>, usize) {
+    assert!((1..=MAX_K).contains(&cols), "a row has 1 to {MAX_K} values, not {cols}");
+    assert!(x.len().is_multiple_of(cols), "{} values are not rows of {cols}", x.len());
+    let rows = x.len() / cols;
+    let stride = cols.next_multiple_of(K_ALIGN);
+    (vec![0i8; rows * stride], vec![0f32; rows], stride)
 }
 
 impl QuantizedRows {
