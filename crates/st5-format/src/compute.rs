@@ -3,10 +3,7 @@
 //! (`LoadOptions::compute`): int8 weights kept int8 on the CPU (st5-int8's kernels), or every
 //! weight in f32.
 
-use std::fmt;
-use std::str::FromStr;
-
-use crate::error::Error;
+use crate::by_name::by_name;
 
 /// The arithmetic of the Linear layers and the embedding lookup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -32,34 +29,7 @@ impl Compute {
     }
 }
 
-impl fmt::Display for Compute {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Compute {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        Compute::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| Error::Invalid(format!("unknown compute `{s}` (expected auto or f32)")))
-    }
-}
-
-impl serde::Serialize for Compute {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Compute {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        name.parse().map_err(serde::de::Error::custom)
-    }
-}
+by_name!(Compute, "compute", "auto or f32", serde);
 
 #[cfg(test)]
 mod tests {

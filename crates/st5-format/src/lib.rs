@@ -20,6 +20,7 @@
 //!   (`st5 index build`), checked whole before use;
 //! - [`error`]: the one error type, naming the file, tensor or line.
 
+mod by_name;
 pub mod charsmap;
 pub mod checkpoint;
 pub mod compute;

@@ -1,10 +1,7 @@
 //! The Sentence-T5 pooling variants (Ni et al. 2021, §3.1, Fig. 2), parsed once at the edge
 //! (CLI flags, trainer configs, the package's `variant` option, `1_Pooling/config.json`).
 
-use std::fmt;
-use std::str::FromStr;
-
-use crate::error::Error;
+use crate::by_name::by_name;
 
 /// The Sentence-T5 architectures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,33 +30,4 @@ impl Variant {
     }
 }
 
-impl fmt::Display for Variant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Variant {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        Variant::ALL.into_iter().find(|v| v.name() == s).ok_or_else(|| {
-            Error::Invalid(format!(
-                "unknown variant `{s}` (expected enc-mean, enc-first or encdec-first)"
-            ))
-        })
-    }
-}
-
-/// As its name (`"enc-mean"`, ...), in files that record a variant (a prompt's metadata).
-impl serde::Serialize for Variant {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Variant {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        name.parse().map_err(serde::de::Error::custom)
-    }
-}
+by_name!(Variant, "variant", "enc-mean, enc-first or encdec-first", serde);

@@ -17,12 +17,9 @@
 //!
 //! [`VectorIndex`]: https://docs.rs/st5-core (st5_core::VectorIndex)
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::by_name::by_name;
 
 /// How an index stores its searchable vectors; chosen when the index is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -80,22 +77,7 @@ impl Quantize {
     }
 }
 
-impl fmt::Display for Quantize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Quantize {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        Quantize::ALL.into_iter().find(|q| q.name() == s).ok_or_else(|| {
-            Error::Invalid(format!(
-                "unknown index quantization `{s}` (expected none, int8 or binary)"
-            ))
-        })
-    }
-}
+by_name!(Quantize, "index quantization", "none, int8 or binary");
 
 /// A packed code format (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
