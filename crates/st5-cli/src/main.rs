@@ -149,8 +149,9 @@ struct ModelArgs {
     /// Device: cpu (flex) or wgpu.
     #[arg(long, default_value = "cpu", value_parser = parse_name::<DeviceChoice>)]
     device: DeviceChoice,
-    /// Arithmetic: auto (an int8 model computes in int8 on the CPU) or f32 (every model in f32,
-    /// int8 weights dequantized at load: the exact path).
+    /// Arithmetic: auto (an int8 model keeps its weights int8: int8 products on the CPU, f32
+    /// products over int8 codes on a GPU) or f32 (every model in f32, int8 weights dequantized at
+    /// load: the exact path).
     #[arg(long, default_value = "auto", value_parser = parse_name::<Compute>)]
     compute: Compute,
     /// Texts per forward pass.

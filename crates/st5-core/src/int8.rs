@@ -1,22 +1,31 @@
-//! int8 compute on the CPU: a model stored in int8 (`st5 quantize --dtype int8`, per-row scales)
-//! keeps its Linear weights and its embedding table int8 in memory ([`Int8Matrix`]), and its
-//! Linear layers multiply int8 × int8 → i32 with st5-int8's kernels, the activations quantized per
-//! row as they arrive ([`linear`]). Norms, attention, softmax and residuals stay f32, as does
-//! everything of an f32 or f16 model and everything on a GPU ([`Compute`](crate::Compute)
-//! decides, in the loader).
+//! int8 weights kept int8: a model stored in int8 (`st5 quantize --dtype int8`, per-row scales)
+//! keeps its Linear weights and its embedding table int8 in memory ([`Int8Matrix`]) instead of
+//! dequantizing them at load.
+//! - On the CPU its Linear layers multiply int8 × int8 → i32 with st5-int8's kernels, the
+//!   activations quantized per row as they arrive ([`linear`]): a quarter of the f32 weights'
+//!   memory, so that a browser's worker pool can give every core a worker within the same budget,
+//!   and faster products where the CPU has an integer dot product (x86 `vpmaddubsw`/VNNI,
+//!   WebAssembly's relaxed dot product, Arm `sdot`).
+//! - On a GPU the codes sit in GPU memory, packed four to a word, and the kernels
+//!   ([`kernels::matmul_int8`], [`kernels::embedding_int8`]) dequantize them in registers and
+//!   compute in f32: a quarter of the GPU memory and of the bytes each product streams.
 //!
-//! A quarter of the f32 weights' memory, so that a browser's worker pool can give every core a
-//! worker within the same budget; and faster products than f32 where the CPU has an integer dot
-//! product (x86 `vpmaddubsw`/VNNI, WebAssembly's relaxed dot product, Arm `sdot`).
+//! Norms, attention, softmax and residuals stay f32, as does everything of an f32 or f16 model
+//! ([`Compute`](crate::Compute) decides, in the loader).
 //!
 //! The reference beside it: the same model loaded with `Compute::F32` (int8 weights dequantized,
-//! f32 products). How far the two are apart is measured by `tests/quant.rs` (native) and the browser tests.
+//! f32 products), which is also what the GPU path falls back to ([`DeviceInt8::dequantize`]). How
+//! far the two are apart is measured by `tests/quant.rs` (native, CPU and wgpu) and the browser
+//! tests.
 
 use std::sync::{Arc, OnceLock};
 
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use st5_int8::{ActBits, Kernel, Weights, quantize_rows_asymmetric};
 
+use crate::device::is_gpu;
+use crate::kernels::{self, CODES_PER_WORD};
+use crate::ops;
 use crate::transfer::{to_host, to_host_as};
 
 /// Activation codes have 7 bits on every target, asymmetric (st5-int8's
@@ -39,67 +48,136 @@ pub fn kernel() -> Kernel {
 /// A matrix kept as int8 codes with one f32 scale per row: a Linear weight `[d_out, d_in]` (as
 /// checkpoints store it) or an embedding table `[vocab, d_model]`. Clones share the codes.
 #[derive(Clone, Debug)]
-pub struct Int8Matrix(Arc<Weights>);
+pub enum Int8Matrix {
+    /// In host memory, for st5-int8's CPU kernels.
+    Host(Arc<Weights>),
+    /// In GPU memory, for the GPU kernels.
+    Device(Arc<DeviceInt8>),
+}
+
+/// An int8 matrix on a GPU: `words` `[rows, cols / 4]` ([`kernels::pack_codes`]) and `scales`
+/// `[rows]`.
+#[derive(Debug)]
+pub struct DeviceInt8 {
+    words: Tensor<2, Int>,
+    scales: Tensor<1>,
+}
 
 impl Int8Matrix {
-    /// `codes` `[rows, cols]` row-major and `scales` `[rows]`; `None` when `cols` is 0 or above
-    /// st5-int8's [`MAX_K`](st5_int8::MAX_K) or the lengths disagree (the caller then dequantizes
-    /// and computes in f32).
-    pub fn new(codes: &[i8], scales: &[f32], rows: usize, cols: usize) -> Option<Self> {
-        let fits = (1..=st5_int8::MAX_K).contains(&cols)
-            && codes.len() == rows * cols
-            && scales.len() == rows;
-        fits.then(|| Self(Arc::new(Weights::new(codes, scales, rows, cols))))
+    /// `codes` `[rows, cols]` row-major and `scales` `[rows]`, on `device`. `None` when the
+    /// lengths disagree, `cols` is 0, or the device's kernels cannot take `cols` (above
+    /// st5-int8's [`MAX_K`](st5_int8::MAX_K) on the CPU, not a multiple of 4 on a GPU): the
+    /// caller then dequantizes and computes in f32.
+    pub fn new(
+        codes: &[i8],
+        scales: &[f32],
+        rows: usize,
+        cols: usize,
+        device: &Device,
+    ) -> Option<Self> {
+        let fits = cols > 0 && codes.len() == rows * cols && scales.len() == rows;
+        if !fits {
+            return None;
+        }
+        if is_gpu(device) {
+            if !cols.is_multiple_of(CODES_PER_WORD) || rows == 0 {
+                return None;
+            }
+            let words = kernels::pack_codes(codes);
+            let words = TensorData::new(words, [rows, cols / CODES_PER_WORD]);
+            let scales = TensorData::new(scales.to_vec(), [rows]);
+            let words = Tensor::<2, Int>::from_data(words, device);
+            let scales = Tensor::<1>::from_data(scales, device);
+            return Some(Self::Device(Arc::new(DeviceInt8 { words, scales })));
+        }
+        (cols <= st5_int8::MAX_K)
+            .then(|| Self::Host(Arc::new(Weights::new(codes, scales, rows, cols))))
     }
 
     /// Rows: a Linear layer's `d_out`, a table's vocabulary.
     pub fn rows(&self) -> usize {
-        self.0.rows()
+        match self {
+            Self::Host(w) => w.rows(),
+            Self::Device(d) => d.words.dims()[0],
+        }
     }
 
     /// Values per row: a Linear layer's `d_in`, a table's `d_model`.
     pub fn cols(&self) -> usize {
-        self.0.cols()
+        match self {
+            Self::Host(w) => w.cols(),
+            Self::Device(d) => d.words.dims()[1] * CODES_PER_WORD,
+        }
+    }
+
+    /// Whether the products are int8 × int8 (the CPU); on a GPU they are f32.
+    pub fn is_host(&self) -> bool {
+        matches!(self, Self::Host(_))
     }
 
     /// An identity shared by clones (the same codes): tied tables are counted once.
     pub fn id(&self) -> usize {
-        Arc::as_ptr(&self.0) as usize
+        match self {
+            Self::Host(w) => Arc::as_ptr(w) as usize,
+            Self::Device(d) => Arc::as_ptr(d) as usize,
+        }
     }
 
-    /// Heap bytes held (codes, scales and the kernels' row sums).
+    /// Bytes held: on the CPU the heap's codes, scales and the kernels' row sums; on a GPU the
+    /// packed codes and the scales.
     pub fn bytes(&self) -> usize {
-        self.0.heap_bytes()
-    }
-
-    /// Row `j` as f32, `code · scale`: the same product st5-format's dequantization computes, so
-    /// an int8 embedding lookup equals the f32 path's bit for bit.
-    fn dequantize_row(&self, j: usize, out: &mut [f32]) {
-        let scale = self.0.scale(j);
-        for (o, &c) in out.iter_mut().zip(self.0.row(j)) {
-            *o = c as f32 * scale;
+        match self {
+            Self::Host(w) => w.heap_bytes(),
+            Self::Device(_) => self.rows() * (self.cols() + 4),
         }
     }
 }
 
-/// `x · Wᵀ (+ bias)` with `W` int8: `x` `[..., d_in]` → `[..., d_out]`. Each row of `x` is
-/// quantized to [`ACT_BITS`] codes with its own scale, multiplied exactly in i32 and rescaled by
-/// both scales. Natively the rows are split over rayon's threads (the pool flex's gemm runs on);
-/// in the browser each Worker runs one thread.
+impl DeviceInt8 {
+    /// The matrix as f32 `[rows, cols]`, `code · scale`: the reference the kernels are checked
+    /// against and what runs where they decline. Each value is the product st5-format's
+    /// dequantization computes, so this equals the f32 path's weight bit for bit.
+    pub fn dequantize(&self) -> Tensor<2> {
+        let [rows, words] = self.words.dims();
+        let bytes = (0..CODES_PER_WORD as i32).map(|j| {
+            let byte = self.words.clone().bitwise_right_shift_scalar(8 * j).bitwise_and_scalar(255);
+            (byte.float() - 128.0).unsqueeze_dim::<3>(2)
+        });
+        let codes = Tensor::cat(bytes.collect(), 2).reshape([rows, words * CODES_PER_WORD]);
+        codes * self.scales.clone().unsqueeze_dim(1)
+    }
+}
+
+/// `x · Wᵀ (+ bias)` with `W` int8: `x` `[..., d_in]` → `[..., d_out]`.
+///
+/// On the CPU each row of `x` is quantized to [`ACT_BITS`] codes with its own scale, multiplied
+/// exactly in i32 and rescaled by both scales; natively the rows are split over rayon's threads
+/// (the pool flex's gemm runs on); in the browser each Worker runs one thread. On a GPU the
+/// product is f32 over the codes dequantized in registers ([`kernels::matmul_int8`]).
 pub fn linear<const D: usize>(x: Tensor<D>, w: &Int8Matrix, bias: Option<Tensor<1>>) -> Tensor<D> {
+    let n = w.rows();
+    let y = match w {
+        Int8Matrix::Host(weights) => host_linear(x, weights),
+        Int8Matrix::Device(d) => kernels::matmul_int8(&x, &d.words, &d.scales)
+            .unwrap_or_else(|| ops::linear_reference(x, d.dequantize().transpose(), None)),
+    };
+    match bias {
+        Some(b) => y + b.reshape(bias_shape::<D>(n)),
+        None => y,
+    }
+}
+
+/// [`linear`] on the CPU, without the bias.
+fn host_linear<const D: usize>(x: Tensor<D>, w: &Weights) -> Tensor<D> {
     let device = x.device();
     let mut dims = x.dims();
     let (k, n) = (w.cols(), w.rows());
     assert_eq!(dims[D - 1], k, "int8 Linear: input width {} is not d_in {k}", dims[D - 1]);
     let values = to_host(x.try_into_data()).expect("a CPU tensor reads back");
     let mut out = vec![0f32; values.len() / k * n];
-    products(&values, &w.0, &mut out);
+    products(&values, w, &mut out);
     dims[D - 1] = n;
-    let y = Tensor::<D>::from_data(TensorData::new(out, dims), &device);
-    match bias {
-        Some(b) => y + b.reshape(bias_shape::<D>(n)),
-        None => y,
-    }
+    Tensor::<D>::from_data(TensorData::new(out, dims), &device)
 }
 
 /// `[1, ..., 1, n]`: a bias broadcast over the leading dimensions.
@@ -131,9 +209,22 @@ fn products(x: &[f32], w: &Weights, out: &mut [f32]) {
     block(x, out);
 }
 
-/// The rows of `table` for `ids` `[batch, seq]`, dequantized: `[batch, seq, d_model]`. An id
-/// outside the table gives a row of NaN rather than a panic (the tokenizer never produces one).
+/// The rows of `table` for `ids` `[batch, seq]`, dequantized: `[batch, seq, d_model]`, each value
+/// `code · scale` as the f32 path's table holds it. On the CPU an id outside the table gives a
+/// row of NaN rather than a panic (the tokenizer never produces one).
 pub fn embedding(ids: Tensor<2, Int>, table: &Int8Matrix) -> Tensor<3> {
+    let [b, s] = ids.dims();
+    let d = table.cols();
+    let table = match table {
+        Int8Matrix::Host(weights) => return host_embedding(ids, weights),
+        Int8Matrix::Device(table) => table,
+    };
+    kernels::embedding_int8(&ids, &table.words, &table.scales)
+        .unwrap_or_else(|| table.dequantize().select(0, ids.reshape([b * s])).reshape([b, s, d]))
+}
+
+/// [`embedding`] on the CPU.
+fn host_embedding(ids: Tensor<2, Int>, table: &Weights) -> Tensor<3> {
     let device = ids.device();
     let [b, s] = ids.dims();
     let d = table.cols();
@@ -141,7 +232,12 @@ pub fn embedding(ids: Tensor<2, Int>, table: &Int8Matrix) -> Tensor<3> {
     let mut out = vec![0f32; b * s * d];
     for (row, &id) in out.chunks_exact_mut(d).zip(&ids) {
         match usize::try_from(id).ok().filter(|&j| j < table.rows()) {
-            Some(j) => table.dequantize_row(j, row),
+            Some(j) => {
+                let scale = table.scale(j);
+                for (o, &c) in row.iter_mut().zip(table.row(j)) {
+                    *o = c as f32 * scale;
+                }
+            }
             None => row.fill(f32::NAN),
         }
     }
@@ -151,7 +247,7 @@ pub fn embedding(ids: Tensor<2, Int>, table: &Int8Matrix) -> Tensor<3> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::tensor::Device;
+    use crate::device::wgpu_for_tests;
 
     /// Per-row symmetric int8 as `st5 quantize` stores weights.
     fn int8(values: &[f32], rows: usize, cols: usize) -> (Vec<i8>, Vec<f32>) {
@@ -184,7 +280,8 @@ mod tests {
             let xv = values(b * s * k, 7);
             let wv = values(n * k, 11);
             let (codes, scales) = int8(&wv, n, k);
-            let w = Int8Matrix::new(&codes, &scales, n, k).unwrap();
+            let w = Int8Matrix::new(&codes, &scales, n, k, &device).unwrap();
+            let Int8Matrix::Host(host) = &w else { panic!("int8 on the CPU is kept on the host") };
             let x = Tensor::<3>::from_data(TensorData::new(xv.clone(), [b, s, k]), &device);
             let y = linear(x, &w, None);
             assert_eq!(y.dims(), [b, s, n]);
@@ -192,7 +289,7 @@ mod tests {
             let mut want = vec![0f32; b * s * n];
             if b * s > 0 {
                 let q = quantize_rows_asymmetric(&xv, k);
-                st5_int8::matmul(Kernel::Scalar, &q, &w.0, &mut want);
+                st5_int8::matmul(Kernel::Scalar, &q, host, &mut want);
             }
             assert!(got == want, "{b}x{s}x{k}x{n}: differs from the scalar kernel");
             let deq = crate::quant::dequantize_rows(&codes, &scales, k);
@@ -222,7 +319,7 @@ mod tests {
         let (vocab, d) = (10, 6);
         let tv = values(vocab * d, 3);
         let (codes, scales) = int8(&tv, vocab, d);
-        let table = Int8Matrix::new(&codes, &scales, vocab, d).unwrap();
+        let table = Int8Matrix::new(&codes, &scales, vocab, d, &device).unwrap();
         let deq = crate::quant::dequantize_rows(&codes, &scales, d);
         let ids =
             Tensor::<2, Int>::from_data(TensorData::new(vec![3i64, 0, 9, 10], [2, 2]), &device);
@@ -233,13 +330,59 @@ mod tests {
         assert!(got[3 * d..].iter().all(|v| v.is_nan()));
     }
 
+    /// On a GPU the codes stay int8 there, and the kernels equal the reference (the dequantized
+    /// matrix in f32 operations): the lookup bit for bit, the product within f32 rounding (the
+    /// kernel sums `x · code` and scales the sum once; the reference scales each weight first).
+    /// Shapes: rows that do and do not fill the 4-row tile, outputs that do not fill a vector
+    /// (the reference runs), a bias.
+    #[test]
+    fn gpu_kernels_match_the_reference() {
+        let Some(device) = wgpu_for_tests() else { return };
+        for (b, s, k, n) in [(1, 1, 4, 4), (2, 5, 64, 12), (3, 7, 384, 1536), (1, 3, 8, 6)] {
+            let xv = values(b * s * k, 5);
+            let (codes, scales) = int8(&values(n * k, 9), n, k);
+            let w = Int8Matrix::new(&codes, &scales, n, k, &device).unwrap();
+            let Int8Matrix::Device(d) = &w else { panic!("int8 on a GPU is kept on the GPU") };
+            assert_eq!((w.rows(), w.cols(), w.bytes()), (n, k, n * (k + 4)));
+            let x = Tensor::<3>::from_data(TensorData::new(xv, [b, s, k]), &device);
+            let bias = Tensor::<1>::from_data(TensorData::new(values(n, 4), [n]), &device);
+            let reference =
+                ops::linear_reference(x.clone(), d.dequantize().transpose(), Some(bias.clone()));
+            let reference = to_host(reference.try_into_data()).unwrap();
+            assert_eq!(kernels::matmul_int8(&x, &d.words, &d.scales).is_some(), n % 4 == 0);
+            let got = to_host(linear(x, &w, Some(bias)).try_into_data()).unwrap();
+            let scale = reference.iter().fold(1f32, |m, v| m.max(v.abs()));
+            let diff = got.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+            assert!(diff <= 1e-5 * scale, "{b}x{s}x{k}x{n}: {diff} (largest value {scale})");
+        }
+        let (vocab, d) = (50, 24);
+        let (codes, scales) = int8(&values(vocab * d, 3), vocab, d);
+        let table = Int8Matrix::new(&codes, &scales, vocab, d, &device).unwrap();
+        let ids =
+            Tensor::<2, Int>::from_data(TensorData::new(vec![3, 0, 49, 7, 7, 1], [2, 3]), &device);
+        let Int8Matrix::Device(t) = &table else { panic!("int8 on a GPU is kept on the GPU") };
+        assert!(kernels::embedding_int8(&ids, &t.words, &t.scales).is_some());
+        let got = to_host(embedding(ids, &table).try_into_data()).unwrap();
+        let deq = crate::quant::dequantize_rows(&codes, &scales, d);
+        for (row, id) in got.chunks_exact(d).zip([3usize, 0, 49, 7, 7, 1]) {
+            assert!(row == &deq[id * d..(id + 1) * d], "row {id}");
+        }
+    }
+
     #[test]
     fn matrices_that_the_kernels_cannot_take_are_refused() {
-        assert!(Int8Matrix::new(&[], &[], 0, 0).is_none());
-        assert!(Int8Matrix::new(&[1, 2, 3], &[1.0], 1, 2).is_none());
-        assert!(Int8Matrix::new(&[1, 2], &[1.0, 1.0], 1, 2).is_none());
-        let m = Int8Matrix::new(&[1, 2], &[1.0], 1, 2).unwrap();
+        let cpu = Device::flex();
+        assert!(Int8Matrix::new(&[], &[], 0, 0, &cpu).is_none());
+        assert!(Int8Matrix::new(&[1, 2, 3], &[1.0], 1, 2, &cpu).is_none());
+        assert!(Int8Matrix::new(&[1, 2], &[1.0, 1.0], 1, 2, &cpu).is_none());
+        let m = Int8Matrix::new(&[1, 2], &[1.0], 1, 2, &cpu).unwrap();
         assert_eq!((m.rows(), m.cols()), (1, 2));
-        assert!(m.bytes() >= 64 + 8);
+        assert!(m.is_host() && m.bytes() >= 64 + 8);
+        if let Some(gpu) = wgpu_for_tests() {
+            // A GPU takes rows of whole words only.
+            assert!(Int8Matrix::new(&[1, 2], &[1.0], 1, 2, &gpu).is_none());
+            let m = Int8Matrix::new(&[1, 2, 3, 4], &[1.0], 1, 4, &gpu).unwrap();
+            assert!(!m.is_host());
+        }
     }
 }

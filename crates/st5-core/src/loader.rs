@@ -10,7 +10,6 @@ use burn::tensor::Device;
 
 use crate::checkpoint::Checkpoint;
 use crate::compute::Compute;
-use crate::device::is_gpu;
 use crate::error::{Error, Result};
 use crate::files::{Dir, FileBytes, ModelFiles, join};
 use crate::layout::ModelLayout;
@@ -34,8 +33,9 @@ pub struct LoadOptions {
     /// The largest device buffer allowed, in bytes (WebGPU's `maxStorageBufferBindingSize` /
     /// `maxBufferSize`). Batches are split so that no activation outgrows it; `None`: no limit.
     pub max_buffer_bytes: Option<u64>,
-    /// int8 compute for int8 models on the CPU (`Auto`, the default), or f32 everywhere (`F32`:
-    /// training, conversion, and the exact reference). On a GPU every model computes in f32.
+    /// int8 weights kept int8 for int8 models (`Auto`, the default: int8 products on the CPU, f32
+    /// products over int8 codes on a GPU), or f32 everywhere (`F32`: training, conversion, and
+    /// the exact reference).
     pub compute: Compute,
 }
 
@@ -109,7 +109,7 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
                  encoder only; use enc-mean or enc-first, or a full T5 checkpoint",
         ).into());
     }
-    let keep_int8 = options.compute == Compute::Auto && !is_gpu(device);
+    let keep_int8 = options.compute == Compute::Auto;
     let t5_vb = VarBuilder::from_checkpoint(ckpt, device, keep_int8);
     let mut dense_vbs = Vec::new();
     for (dir, _) in &layout.dense {

@@ -166,7 +166,7 @@ impl VarBuilder {
             return None;
         }
         let stored = ckpt.int8_rows(&key).ok()??;
-        let m = Int8Matrix::new(stored.codes, &stored.scales, rows, cols)?;
+        let m = Int8Matrix::new(stored.codes, &stored.scales, rows, cols, &self.src.device)?;
         let mut used = self.src.used.borrow_mut();
         used.insert(key.clone());
         used.extend(ckpt.scale_of(&key));

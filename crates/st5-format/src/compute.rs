@@ -1,16 +1,16 @@
 //! How a model computes its matrix products, by name: one closed set, parsed once at the edge
 //! (`st5 --compute`, the browser package's `compute` option). Acting on it is st5-core's
-//! (`LoadOptions::compute`): int8 weights kept int8 on the CPU (st5-int8's kernels), or every
-//! weight in f32.
+//! (`LoadOptions::compute`): int8 weights kept int8 (st5-int8's kernels on the CPU, st5-core's
+//! GPU kernels), or every weight in f32.
 
 use crate::by_name::by_name;
 
 /// The arithmetic of the Linear layers and the embedding lookup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Compute {
-    /// An int8 model (`st5 quantize --dtype int8`) keeps its weights int8 on the CPU and
-    /// multiplies in int8 × int8 → i32, activations quantized per row; f32 and f16 models, and
-    /// every model on a GPU, compute in f32.
+    /// An int8 model (`st5 quantize --dtype int8`) keeps its weights int8: on the CPU it
+    /// multiplies in int8 × int8 → i32, activations quantized per row; on a GPU its kernels
+    /// dequantize the codes in registers and multiply in f32. f32 and f16 models compute in f32.
     #[default]
     Auto,
     /// Every weight is widened to f32 at load (int8 dequantized) and every product is f32: the

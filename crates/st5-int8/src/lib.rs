@@ -27,8 +27,8 @@
 //! `NODE_ARGS=--experimental-wasm-relaxed-simd,--no-liftoff` (the `RelaxedSimd` kernel's
 //! documentation says why not Liftoff).
 //!
-//! Where it plugs in: st5-core's `ops::linear`, for Linear weights loaded as int8 (today
-//! st5-format dequantizes them to f32 at read). This crate is single-threaded; the caller splits
+//! Where it plugs in: st5-core's `int8::linear`, for the Linear weights of an int8 model loaded
+//! on the CPU (kept as codes, not dequantized). This crate is single-threaded; the caller splits
 //! the activation rows over its threads. It has no dependencies and knows no model or tensor
 //! library.
 

@@ -161,7 +161,7 @@ impl Model {
     /// CPU), else `"f32"`.
     #[wasm_bindgen(getter)]
     pub fn arithmetic(&self) -> String {
-        let int8 = self.embedder.model().int8_matrices().next().is_some();
+        let int8 = self.embedder.model().int8_matrices().any(|m| m.is_host());
         if int8 { "int8" } else { "f32" }.into()
     }
 

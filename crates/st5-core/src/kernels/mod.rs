@@ -12,14 +12,18 @@
 //!   in place, `[batch, seq, heads · d_kv]`, and writing the output in the layout the `o`
 //!   projection reads;
 //! - [`matmul`] (`matmul.rs`): the Linear layers' matrix product, register-tiled (see there for
-//!   why).
+//!   why);
+//! - [`matmul_int8`] and [`embedding_int8`] (`int8.rs`): the same product and the embedding
+//!   lookup reading int8 weights, packed four codes to a word ([`pack_codes`]), dequantized in
+//!   registers.
 //!
 //! st5-mini's forward pass on WebGPU went from 35 pipelines and 105 dispatches to 9 and 31.
 //!
 //! This is the lowest layer: it takes plain tensors and parameters and knows nothing of the
 //! model. Each function returns `None` where its kernel does not apply: on the CPU (flex), under
-//! autodiff (the trainer) and for a dtype other than f32. [`crate::ops`] then runs the reference
-//! beside it, and its unit tests check each kernel against that reference on the GPU.
+//! autodiff (the trainer) and for a dtype other than f32. [`crate::ops`] (for the int8 kernels,
+//! [`crate::int8`]) then runs the reference beside it, and its unit tests check each kernel
+//! against that reference on the GPU.
 
 use burn::tensor::{DType, Shape, Tensor};
 use burn_cubecl::CubeBackend;
@@ -30,11 +34,13 @@ use cubecl::prelude::CubeCount;
 use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
 mod attention;
+mod int8;
 mod matmul;
 mod norm;
 mod pool;
 
 pub use attention::attention;
+pub use int8::{CODES_PER_WORD, embedding_int8, matmul_int8, pack_codes};
 pub use matmul::matmul;
 pub use norm::{l2_normalize, rms_norm};
 pub use pool::mean_pool;
