@@ -48,14 +48,20 @@ export interface LoadOptions {
   maxBufferBytes?: number;
   /** `'auto'` (default): an int8 model (`st5 quantize --dtype int8`) keeps its weights int8 on the
    * CPU and multiplies in int8 (a quarter of the memory, so more workers; faster where the CPU has
-   * an integer dot product); `'f32'`: every weight widened to f32 at load, the exact path. WebGPU
-   * computes in f32 either way. */
+   * an integer dot product); on WebGPU it keeps them int8 in GPU memory (a quarter of it) and its
+   * kernels dequantize them in registers, multiplying in f32. `'f32'`: every weight widened to
+   * f32 at load, the exact path. */
   compute?: 'auto' | 'f32';
   /** Threads for the CPU path: `threads` Web Workers (in Node.js worker_threads), each with its
    * own copy of the weights, while the page's model runs batches until the first worker has
    * loaded (default: one per core, as far as the workers' copies (`weightBytes` each) fit in 1 GiB; `1`: the page
    * alone). Results are the same for any value. Ignored on WebGPU. */
   threads?: number;
+  /** Start the CPU pool's workers at load, in the background (default false: on the first call
+   * with more than one batch). For a page that will embed many texts (an index to build): the
+   * workers load while it sets up, so that its first bulk call runs on every core. `createIndex`
+   * starts them too. */
+  startWorkers?: boolean;
   /** Cache downloads with the Cache API (default true; Node.js has none and reads every time). */
   cache?: boolean;
   /** For a hub id: the branch, tag or commit (default `'main'`). */
@@ -89,6 +95,12 @@ export interface SentenceEncoder {
   readonly weightBytes: number;
   /** Threads embedding now: 1 on WebGPU; on the CPU, the workers loaded so far (1 before any). */
   readonly threads: number;
+  /** Threads once every CPU worker has loaded: the pool's size (1 on WebGPU or with `threads: 1`). */
+  readonly maxThreads: number;
+  /** Starts a CPU pool's workers now instead of on the first call with more than one batch (as
+   * `load`'s `startWorkers` option does); resolves with `threads` once each has loaded or
+   * failed. Resolves at once with 1 where there is no pool. */
+  startWorkers(): Promise<number>;
   /** One L2-normalised vector per text, in order. Calls are queued; any number may overlap. */
   embed(texts: string[]): Promise<Float32Array[]>;
   /** The same, as one row-major array of `texts.length * dim` values. */
@@ -158,7 +170,8 @@ export interface IndexOptions {
 export type Quantize = 'none' | 'int8' | 'binary';
 
 export interface AddOptions {
-  /** Texts per `embed` call (default 64). */
+  /** Texts per thread in each `embed` call (default 64): a call embeds `batchSize × maxThreads`
+   * texts, so that every worker of a CPU pool has batches; `onProgress` follows each call. */
   batchSize?: number;
   onProgress?: (progress: { done: number; total: number; perSecond: number }) => void;
 }

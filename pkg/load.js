@@ -39,7 +39,17 @@ async function locate(source, { revision = 'main', hubUrl = DEFAULT_HUB_URL } = 
  * @returns {Promise<Model>}
  */
 export async function load(modelSource, options = {}) {
-  const { device = 'auto', onProgress, cache = true, threads, prompt, revision, hubUrl, ...modelOptions } = options;
+  const {
+    device = 'auto',
+    onProgress,
+    cache = true,
+    threads,
+    startWorkers = false,
+    prompt,
+    revision,
+    hubUrl,
+    ...modelOptions
+  } = options;
   const started = performance.now();
   const { url, hub } = await locate(modelSource, { revision, hubUrl });
   await wasm();
@@ -83,7 +93,10 @@ export async function load(modelSource, options = {}) {
   // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
   const workerOptions = { ...modelOptions, device: 'cpu', threads: 1, prompt: applied?.bytes };
   const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions));
-  return new PoolModel(model, spawners);
+  const pool = new PoolModel(model, spawners);
+  // Not awaited: the workers load beside whatever the page does next.
+  if (startWorkers) pool.startWorkers();
+  return pool;
 }
 
 /** Weights above this are hashed before the model is built, not beside it. */

@@ -85,6 +85,15 @@ export class Model {
   get threads() {
     return 1;
   }
+  /** As `threads`: a model on this thread has no pool to grow. */
+  get maxThreads() {
+    return 1;
+  }
+  /** A CPU pool's (pool.js) call: here there are no workers to start. */
+  async startWorkers() {
+    this.#live();
+    return 1;
+  }
 
   /** The batches `embed` would run for `texts`, as arrays of text indices. */
   planBatches(texts) {

@@ -5,9 +5,11 @@
 // same forward pass on the same wasm code as on one thread, so results are bit-identical to
 // `threads: 1`. In Node the workers are worker_threads ones (host.js), driven the same way.
 //
-// Workers start on the first call that has more than one batch: a page that embeds one query at
-// a time never pays for them, and loading them does not compete with the page's start-up. The
-// page computes only while no worker has loaded yet, so no call waits for the workers. It does
+// Workers start on the first call that has more than one batch, or sooner when the page says that
+// more than queries are coming: `startWorkers()` (which `load`'s `startWorkers` option and
+// `createIndex` call). A page that embeds one query at a time never pays for them, and loading
+// them does not compete with the page's start-up unless it asks. The page computes only while no
+// worker has loaded yet, so no call waits for the workers. It does
 // not compute beside them: wasm on the page blocks its event loop, so workers' results (and their
 // next batches) would wait for the page's batch to finish. Measured on 2 cores with st5-mini:
 // page + worker took no more sentences/s than the page alone.
@@ -67,14 +69,17 @@ export class PoolModel {
     this.#spawners = spawners;
   }
 
-  /** Starts the workers (once). */
+  // Settles once every started worker has loaded or failed.
+  #started = null;
+
+  /** Starts the workers (once); the promise settles once each has loaded or failed. */
   #start() {
     const spawners = this.#spawners;
     this.#spawners = [];
-    for (const spawn of spawners) {
+    const loads = spawners.map((spawn) => {
       const member = { model: null, busy: false };
       this.#workers.push(member);
-      spawn().then(
+      return spawn().then(
         (model) => {
           if (this.#disposed || !this.#workers.includes(member)) return model.dispose();
           member.model = model;
@@ -85,7 +90,20 @@ export class PoolModel {
           this.#workers = this.#workers.filter((m) => m !== member);
         },
       );
-    }
+    });
+    this.#started ??= Promise.all(loads);
+    return this.#started;
+  }
+
+  /**
+   * Starts the workers now rather than on the first call with more than one batch, for a page
+   * that knows bulk embedding is coming (an index to build). Resolves with `threads` once every
+   * worker has loaded (or failed to); calls made meanwhile run as usual.
+   */
+  async startWorkers() {
+    if (this.#disposed) throw new Error('st5: this model has been disposed');
+    await this.#start();
+    return this.threads;
   }
 
   // device, dim, maxSeqLength, variant, fingerprint: the page's model's.
@@ -97,6 +115,11 @@ export class PoolModel {
    * (workers start on the first call with more than one batch). */
   get threads() {
     return Math.max(1, this.#ready().length);
+  }
+
+  /** Threads once every worker has loaded: the pool's size (less any that failed). */
+  get maxThreads() {
+    return Math.max(1, this.#workers.length + this.#spawners.length);
   }
 
   /** The batches `embed` would run for `texts`, as arrays of text indices (the page's plan). */

@@ -104,14 +104,16 @@ export class SearchIndex {
     const known = new Set(this.texts);
     const fresh = [...new Set(texts)].filter((t) => !known.has(t));
     const t0 = performance.now();
-    for (let i = 0; i < fresh.length; i += batchSize) {
-      const batch = fresh.slice(i, i + batchSize);
+    // `batchSize` texts per thread in each call, so that every worker of a CPU pool has batches.
+    const step = batchSize * (this.#model.maxThreads ?? 1);
+    for (let i = 0; i < fresh.length; i += step) {
+      const batch = fresh.slice(i, i + step);
       const vectors = await this.#model.embedFlat(batch);
       await guard('SearchIndex.add', () => this.#index.add(vectors));
       await this.#rows?.append(vectors);
       this.texts.push(...batch);
       this.embedded += batch.length;
-      const done = Math.min(i + batchSize, fresh.length);
+      const done = Math.min(i + step, fresh.length);
       onProgress?.({ done, total: fresh.length, perSecond: done / ((performance.now() - t0) / 1000) });
     }
     // Once per call, not per batch: releasing also empties the model's scratch buffers.
@@ -264,6 +266,9 @@ export async function createIndex(
     });
   }
   await wasm();
+  // An index is built by embedding many texts: a CPU pool's workers start loading now, beside the
+  // index's set-up and the caller's first batches (their failures are the pool's to report).
+  model.startWorkers?.().catch(() => {});
   const wanted = await chooseDevice(device);
   const index = await guard('createIndex', () =>
     glue().Index.create(model.dim, { device: wanted, maxBufferBytes, shardRows, quantize }),

@@ -78,7 +78,13 @@ class WorkerModel {
 
   // device, dim, maxSeqLength, variant, fingerprint, threads: as the worker last reported them.
   static {
-    defineFacts(this, (m) => m.#state, [...MODEL_FACTS, 'threads']);
+    defineFacts(this, (m) => m.#state, [...MODEL_FACTS, 'threads', 'maxThreads']);
+  }
+
+  /** As the pool's: starts the workers of the model in the worker (if it has a pool). */
+  async startWorkers() {
+    this.#state = await this.call('startWorkers', {});
+    return this.#state.threads;
   }
 
   /** @returns {Promise<Float32Array[]>} */

@@ -9,7 +9,7 @@ import { serve, transfer } from './rpc.js';
 let model = null;
 
 /** The facts the page's `WorkerModel` reports, as the model has them now. */
-const state = () => Object.fromEntries([...MODEL_FACTS, 'threads'].map((name) => [name, model[name]]));
+const state = () => Object.fromEntries([...MODEL_FACTS, 'threads', 'maxThreads'].map((name) => [name, model[name]]));
 
 // The device may change mid-call (the WebGPU → CPU fallback warns through console.warn).
 const warn = console.warn.bind(console);
@@ -26,6 +26,10 @@ serve({
   async embed({ texts }) {
     const flat = await model.embedFlat(texts);
     return transfer({ flat, state: state() }, [flat.buffer]);
+  },
+  async startWorkers() {
+    await model.startWorkers();
+    return state();
   },
   panicForTest() {
     return model[PANIC_FOR_TEST]();

@@ -177,30 +177,47 @@ const failed = await runCases([
   [
     // The default is int8: on the CPU it keeps its weights int8 and multiplies in int8, within
     // cosine 0.999 of the f32 computation, holding at most 0.35x the f32 computation's weight bytes;
-    // and a pool's default size counts those bytes: with 8 cores faked, 8 workers start.
+    // and a pool's default size counts those bytes: with 8 cores faked, 8 workers start, whether
+    // `startWorkers` at load, `createIndex` or the first call with more than one batch starts them.
     'int8_compute_tracks_f32_and_the_pool_uses_every_core',
     async () => {
       const want = JSON.parse(readFileSync(join(FIXTURES, `${DEFAULT}-expected.json`), 'utf8'));
       const r = await page.evaluate(
         async ({ texts }) => {
-          const facts = async (compute) => {
-            const m = await st5.load('/shipped/', { device: 'cpu', threads: 1, compute });
+          const facts = async (compute, device = 'cpu') => {
+            const m = await st5.load('/shipped/', { device, threads: 1, compute });
             const rows = (await m.embed(texts)).map((x) => Array.from(x));
-            const out = { rows, arithmetic: m.arithmetic, weightBytes: m.weightBytes };
+            const out = { rows, arithmetic: m.arithmetic, weightBytes: m.weightBytes, device: m.device };
             await m.dispose();
             return out;
           };
           const int8 = await facts('auto');
           const f32 = await facts('f32');
+          // On WebGPU the weights stay int8 in GPU memory; the products are f32.
+          const gpu = { int8: await facts('auto', 'webgpu'), f32: await facts('f32', 'webgpu') };
           const real = Object.getOwnPropertyDescriptor(Navigator.prototype, 'hardwareConcurrency');
           Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', { get: () => 8, configurable: true });
+          const sleep = () => new Promise((ok) => setTimeout(ok, 50));
           try {
-            const m = await st5.load('/shipped/', { device: 'cpu', batchSize: 1 });
-            await m.embed(texts); // more than one batch: starts the workers
-            for (let i = 0; i < 1200 && m.threads < 8; i++) await new Promise((ok) => setTimeout(ok, 50));
-            const threads = m.threads;
+            // Started at load: all 8 workers load before any call.
+            const m = await st5.load('/shipped/', { device: 'cpu', startWorkers: true });
+            const early = { maxThreads: m.maxThreads, threads: await m.startWorkers() };
             await m.dispose();
-            return { int8, f32, threads };
+            // Started by createIndex, before anything is embedded.
+            const n = await st5.load('/shipped/', { device: 'cpu' });
+            const before = n.threads;
+            const index = await st5.createIndex(n, { device: 'cpu' });
+            for (let i = 0; i < 1200 && n.threads < 8; i++) await sleep();
+            const viaIndex = { before, threads: n.threads };
+            index.dispose();
+            await n.dispose();
+            // Started by the first call with more than one batch.
+            const o = await st5.load('/shipped/', { device: 'cpu', batchSize: 1 });
+            await o.embed(texts);
+            for (let i = 0; i < 1200 && o.threads < 8; i++) await sleep();
+            const threads = o.threads;
+            await o.dispose();
+            return { int8, f32, gpu, threads, early, viaIndex };
           } finally {
             Object.defineProperty(Navigator.prototype, 'hardwareConcurrency', real);
           }
@@ -208,20 +225,33 @@ const failed = await runCases([
         { texts: want.sentences },
       );
       const ref = want.embeddings['enc-mean'];
-      let least = 1;
-      r.int8.rows.forEach((row, i) => {
-        let [dot, a, b] = [0, 0, 0];
-        row.forEach((x, j) => ((dot += x * ref[i][j]), (a += x * x), (b += ref[i][j] ** 2)));
-        least = Math.min(least, dot / Math.sqrt(a * b));
-      });
+      const leastCosine = (rows) => {
+        let least = 1;
+        rows.forEach((row, i) => {
+          let [dot, a, b] = [0, 0, 0];
+          row.forEach((x, j) => ((dot += x * ref[i][j]), (a += x * x), (b += ref[i][j] ** 2)));
+          least = Math.min(least, dot / Math.sqrt(a * b));
+        });
+        return least;
+      };
+      const least = leastCosine(r.int8.rows);
       const ratio = r.int8.weightBytes / r.f32.weightBytes;
+      const gpu = { least: leastCosine(r.gpu.int8.rows), ratio: r.gpu.int8.weightBytes / r.gpu.f32.weightBytes };
+      if (r.gpu.int8.device !== 'webgpu' || r.gpu.int8.arithmetic !== 'f32')
+        throw new Error(`WebGPU: ${r.gpu.int8.device}, arithmetic ${r.gpu.int8.arithmetic}`);
+      if (!(gpu.least >= 0.999) || !(gpu.ratio <= 0.35))
+        throw new Error(`WebGPU int8 weights: least cosine ${gpu.least}, ${gpu.ratio} of f32's bytes`);
       const mib = (n) => (n / 2 ** 20).toFixed(1);
       if (r.int8.arithmetic !== 'int8' || r.f32.arithmetic !== 'f32')
         throw new Error(`arithmetic ${r.int8.arithmetic} and ${r.f32.arithmetic}`);
       if (!(least >= 0.999)) throw new Error(`least cosine to the f32 computation ${least}`);
       if (!(ratio <= 0.35)) throw new Error(`int8 weights hold ${ratio} of f32's`);
       if (r.threads !== 8) throw new Error(`${r.threads} workers with 8 cores faked`);
-      return `least cosine ${least.toFixed(6)}; weights ${mib(r.int8.weightBytes)} MiB int8 vs ${mib(r.f32.weightBytes)} MiB f32 (${ratio.toFixed(2)}x); 8 cores faked: 8 workers`;
+      if (r.early.maxThreads !== 8 || r.early.threads !== 8)
+        throw new Error(`startWorkers at load: ${JSON.stringify(r.early)}`);
+      if (r.viaIndex.before !== 1 || r.viaIndex.threads !== 8)
+        throw new Error(`createIndex: ${JSON.stringify(r.viaIndex)}`);
+      return `least cosine ${least.toFixed(6)}; weights ${mib(r.int8.weightBytes)} MiB int8 vs ${mib(r.f32.weightBytes)} MiB f32 (${ratio.toFixed(2)}x); 8 cores faked: 8 workers, started at load, by createIndex or by the first call; WebGPU: int8 weights ${gpu.ratio.toFixed(2)}x f32's bytes, least cosine ${gpu.least.toFixed(7)}`;
     },
   ],
   [
