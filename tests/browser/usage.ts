@@ -23,6 +23,7 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
     maxSeqLength: 128,
     maxBufferBytes: 1 << 28,
     threads: 2,
+    startWorkers: true,
     cache: true,
     prompt: '/prompts/banking77.safetensors',
     revision: 'main',
@@ -41,8 +42,10 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
     model.fingerprint,
     model.threads,
   ];
+  const pool: [number, number] = [await model.startWorkers(), model.maxThreads];
   const worker = await loadInWorker(files, { device: 'cpu' });
   await worker.embed(['c']);
+  await worker.startWorkers();
   const index = await createIndex(model, { device: 'cpu', name: 'docs', maxBufferBytes: 1 << 20, shardRows: 64 });
   const { added, ms } = await index.add(['x', 'y'], { batchSize: 8, onProgress: (p) => p.done / p.total });
   await index.addVectors(['z'], new Float32Array(model.dim));
@@ -86,5 +89,5 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
     mode,
     where,
   ];
-  return rows.length + hits.length + opened.restored + index.embedded + index.texts.length + seen.length;
+  return pool[0] + pool[1] + rows.length + hits.length + opened.restored + index.embedded + index.texts.length + seen.length;
 }
