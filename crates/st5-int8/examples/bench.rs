@@ -5,7 +5,7 @@
 //! product), and the speed-up over f32 as the median of the rounds' own ratios, with their
 //! range (the spread is the noise).
 //!
-//!   cargo run -p st5-int8 --release --example bench [rounds]
+//!   cargo run -p st5-int8 --release --example bench [rounds] [small]
 
 #[cfg(target_arch = "wasm32")]
 fn main() {}
@@ -17,8 +17,12 @@ fn main() {
     use st5_int8::{ActBits, Kernel, Weights, matmul, quantize_rows};
 
     let rounds: usize = std::env::args().nth(1).map_or(7, |r| r.parse().expect("rounds"));
-    // (m, k, n): q/k/v/o and the feed-forward's wi and wo.
-    let shapes = [(1024, 768, 768), (1024, 768, 3072), (1024, 3072, 768)];
+    // (m, k, n): q/k/v/o and the feed-forward's wi and wo; `small` as the second argument: the
+    // built-in default's (d_model 384, d_ff 1536) for 32 sentences of 20 tokens.
+    let shapes = match std::env::args().nth(2).as_deref() {
+        Some("small") => [(640, 384, 384), (640, 384, 1536), (640, 1536, 384)],
+        _ => [(1024, 768, 768), (1024, 768, 3072), (1024, 3072, 768)],
+    };
     let mut seed = 1u64;
     let mut uniform = move || {
         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);

@@ -25,7 +25,8 @@
 //! `RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd"` and run them in Chromium
 //! (`WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=$(command -v chromedriver)`), or in Node 20 with
 //! `NODE_ARGS=--experimental-wasm-relaxed-simd,--no-liftoff` (the `RelaxedSimd` kernel's
-//! documentation says why not Liftoff).
+//! documentation says why not Liftoff). CI runs the native tests with the workspace's and the two
+//! Node runs (the second with `--features relaxed-simd`) in `scripts/wasm-test.sh`.
 //!
 //! Where it plugs in: st5-core's `int8::linear`, for the Linear weights of an int8 model loaded
 //! on the CPU (kept as codes, not dequantized). This crate is single-threaded; the caller splits

@@ -10,6 +10,21 @@ use crate::kernel::{Dot, tiles};
 use crate::quant::{QuantizedRows, Weights};
 
 /// The lanes of an i32x8 summed (wrapping, as every step before).
+/// The lane sums of four i32x8 vectors `[a, b, c, d]`: three horizontal adds leave each 128-bit
+/// half holding partial sums of all four, and the halves are added.
+#[inline(always)]
+unsafe fn sum4_i32x8(v: [__m256i; 4]) -> [i32; 4] {
+    unsafe {
+        let ab = _mm256_hadd_epi32(v[0], v[1]);
+        let cd = _mm256_hadd_epi32(v[2], v[3]);
+        let abcd = _mm256_hadd_epi32(ab, cd);
+        let s = _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256::<1>(abcd));
+        let mut out = [0i32; 4];
+        _mm_storeu_si128(out.as_mut_ptr().cast(), s);
+        out
+    }
+}
+
 #[inline(always)]
 unsafe fn sum_i32x8(a: __m256i) -> i32 {
     unsafe {
@@ -117,6 +132,15 @@ impl Dot for Avx512Vnni {
     #[inline(always)]
     unsafe fn sum(acc: __m512i) -> i32 {
         unsafe { _mm512_reduce_add_epi32(acc) }
+    }
+    #[inline(always)]
+    unsafe fn sum4(acc: [__m512i; 4]) -> [i32; 4] {
+        unsafe {
+            let halves = acc.map(|a| {
+                _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64::<1>(a))
+            });
+            sum4_i32x8(halves)
+        }
     }
 }
 
