@@ -248,15 +248,18 @@ pub(crate) unsafe fn tiles<D: Dot, const MR: usize, const NR: usize>(
                         }
                         p += D::STEP;
                     }
+                    let cols = (b1 - j0).min(NR);
+                    let (row_sums, scales) = w.sums_and_scales(j0, cols);
                     for (r, acc_row) in acc.iter().enumerate().take(m - i0) {
                         let i = i0 + r;
                         // The offset and the row's zero point, both times Σ w, come off each sum.
                         let (zero, scale) = (D::OFFSET + x.zero(i), x.scale(i));
                         let sums = D::sums(acc_row);
-                        for (c, &s) in sums.iter().enumerate().take(b1 - j0) {
-                            let j = j0 + c;
-                            let dot = s.wrapping_sub(zero.wrapping_mul(w.row_sum(j)));
-                            out[i * n + j] = rescale(dot, scale, w.scale(j));
+                        let outs = &mut out[i * n + j0..i * n + j0 + cols];
+                        let columns = outs.iter_mut().zip(&sums).zip(row_sums).zip(scales);
+                        for (((o, &s), &row_sum), &w_scale) in columns {
+                            *o =
+                                rescale(s.wrapping_sub(zero.wrapping_mul(row_sum)), scale, w_scale);
                         }
                     }
                 }

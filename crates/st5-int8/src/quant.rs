@@ -105,22 +105,33 @@ pub fn quantize_rows(x: &[f32], cols: usize, bits: ActBits) -> QuantizedRows {
 /// # Panics
 /// As [`quantize_rows`].
 pub fn quantize_rows_asymmetric(x: &[f32], cols: usize) -> QuantizedRows {
+    // The same code compiled for AVX-512 where the CPU has it (the loops below vectorise to 16
+    // lanes instead of SSE2's 4): every operation is exact per value, so the codes are the same
+    // bits either way. At the default's widths quantizing took a third of the int8 product's time.
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn wide(x: &[f32], cols: usize) -> QuantizedRows {
+            asymmetric(x, cols)
+        }
+        // SAFETY: the CPU has AVX-512F (detected above).
+        return unsafe { wide(x, cols) };
+    }
+    asymmetric(x, cols)
+}
+
+/// [`quantize_rows_asymmetric`]'s body, inlined into each compiled copy.
+#[inline(always)]
+fn asymmetric(x: &[f32], cols: usize) -> QuantizedRows {
     let (mut codes, mut scales, stride) = zeroed_rows(x, cols);
     let rows = scales.len();
     let mut zeros = vec![0i32; rows];
     const ROUND: f32 = 12_582_912.0; // as in quantize_rows
     for (i, row) in x.chunks_exact(cols).enumerate() {
-        let (mut lo, mut hi) = (0f32, 0f32);
-        let mut finite = true;
-        for &v in row {
-            finite &= v.is_finite();
-            lo = lo.min(v);
-            hi = hi.max(v);
-        }
-        if !finite {
+        let Some((lo, hi)) = finite_range(row) else {
             scales[i] = f32::NAN;
             continue;
-        }
+        };
         let range = hi - lo;
         let (scale, inverse) = (range / 127.0, 127.0 / range);
         if scale == 0.0 || !inverse.is_finite() {
@@ -136,6 +147,38 @@ pub fn quantize_rows_asymmetric(x: &[f32], cols: usize) -> QuantizedRows {
         }
     }
     QuantizedRows { codes, scales, zeros, rows, cols, stride, bits: ActBits::Seven }
+}
+
+/// The smallest and largest value of `row` with 0 included, or `None` if it holds a NaN or an
+/// infinity. Kept in 16 independent lanes (which vectorise) and combined at the end: the minimum
+/// and maximum of finite values do not depend on the order (but for the sign of a zero, which
+/// changes neither the scale nor the zero point computed from them).
+#[inline(always)]
+fn finite_range(row: &[f32]) -> Option<(f32, f32)> {
+    const LANES: usize = 16;
+    // `top`: the largest magnitude's bits, as integers (a NaN's are above infinity's).
+    let (mut lo, mut hi, mut top) = ([0f32; LANES], [0f32; LANES], [0u32; LANES]);
+    let mut step = |l: usize, v: f32| {
+        lo[l] = if v < lo[l] { v } else { lo[l] };
+        hi[l] = if v > hi[l] { v } else { hi[l] };
+        top[l] = top[l].max(v.to_bits() & 0x7fff_ffff);
+    };
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (l, &v) in chunk.iter().enumerate() {
+            step(l, v);
+        }
+    }
+    for (l, &v) in rest.iter().enumerate() {
+        step(l, v);
+    }
+    if top.iter().any(|&t| t >= f32::INFINITY.to_bits()) {
+        return None;
+    }
+    let lo = lo.iter().fold(0f32, |a, &v| if v < a { v } else { a });
+    let hi = hi.iter().fold(0f32, |a, &v| if v > a { v } else { a });
+    Some((lo, hi))
 }
 
 /// Zero codes (rows padded to [`K_ALIGN`]), zero scales and the row stride for `x`'s rows of
@@ -251,6 +294,12 @@ impl Weights {
         self.row_sums[j]
     }
 
+    /// The code sums and scales of rows `j0 .. j0 + len`: a tile's epilogue reads them as slices,
+    /// with no bounds check per output.
+    pub(crate) fn sums_and_scales(&self, j0: usize, len: usize) -> (&[i32], &[f32]) {
+        (&self.row_sums[j0..j0 + len], &self.scales[j0..j0 + len])
+    }
+
     /// Row `j`'s codes followed by zeros up to a multiple of [`K_ALIGN`].
     pub(crate) fn padded_row(&self, j: usize) -> &[i8] {
         &self.codes[j * self.stride..(j + 1) * self.stride]
@@ -263,6 +312,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+    use crate::test_data::Lcg;
 
     #[test]
     fn quantize_rows_edge_cases() {
@@ -316,6 +366,57 @@ mod tests {
             }
             let top = f32::from(bits.max_code());
             assert_eq!([q.scale(0), q.scale(1), q.scale(2)], [1.0 / top, 7.0 / top, 7.0 / top]);
+        }
+    }
+
+    /// The lane-split quantizer (and its AVX-512 copy, where this CPU has one) gives the bits
+    /// of the plain loop it replaced, on random rows of every remainder length, rows with
+    /// signed zeros, one sign only, and a NaN or an infinity anywhere.
+    #[test]
+    fn asymmetric_quantizer_equals_the_plain_loop() {
+        fn plain(row: &[f32]) -> (Vec<i8>, f32, i32) {
+            const ROUND: f32 = 12_582_912.0;
+            let (mut lo, mut hi, mut finite) = (0f32, 0f32, true);
+            for &v in row {
+                finite &= v.is_finite();
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+            if !finite {
+                return (vec![0; row.len()], f32::NAN, 0);
+            }
+            let range = hi - lo;
+            let (scale, inverse) = (range / 127.0, 127.0 / range);
+            if scale == 0.0 || !inverse.is_finite() {
+                return (vec![0; row.len()], 0.0, 0);
+            }
+            let zero = ((-64.0 - lo * inverse + ROUND) - ROUND) as i32;
+            let codes = row
+                .iter()
+                .map(|&v| ((((v * inverse + ROUND) - ROUND) as i32 + zero).clamp(-64, 63)) as i8)
+                .collect();
+            (codes, scale, zero)
+        }
+        let mut rng = Lcg(5);
+        let mut rows: Vec<Vec<f32>> = (1..=70)
+            .chain([383, 384, 1536])
+            .map(|len| (0..len).map(|_| rng.normal(2.0)).collect())
+            .collect();
+        rows.push(vec![-0.0, 0.0, -0.0]);
+        rows.push((0..40).map(|i| i as f32 * 0.25).collect());
+        rows.push((0..40).map(|i| -(i as f32) - 1.0).collect());
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for at in [0, 15, 16, 33] {
+                let mut row: Vec<f32> = (0..34).map(|_| rng.normal(1.0)).collect();
+                row[at] = bad;
+                rows.push(row);
+            }
+        }
+        for row in &rows {
+            let q = quantize_rows_asymmetric(row, row.len());
+            let (codes, scale, zero) = plain(row);
+            assert_eq!(q.row(0), &codes[..], "{} values", row.len());
+            assert_eq!((q.scale(0).to_bits(), q.zero(0)), (scale.to_bits(), zero), "{row:?}");
         }
     }
 
