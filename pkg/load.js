@@ -38,7 +38,13 @@ async function locate(source, { revision = 'main', hubUrl = DEFAULT_HUB_URL } = 
  * @param {import('./index.d.ts').LoadOptions} [options]
  * @returns {Promise<Model>}
  */
-export async function load(modelSource, options = {}) {
+export function load(modelSource, options = {}) {
+  return loadKnowing(modelSource, options, null);
+}
+
+/** `load`, given the files' SHA-256 by name when the caller has them (a pool's worker gets the
+ * page's), so that they are not computed again. */
+export async function loadKnowing(modelSource, options, knownHashes) {
   const {
     device = 'auto',
     onProgress,
@@ -63,7 +69,7 @@ export async function load(modelSource, options = {}) {
   // Web Crypto hashes a copy of each file off the main thread: beside the model's construction
   // for small models, where the time matters; before it for large ones, where the memory does
   // (the copy is gone before wasm takes its own).
-  const hashes = fileHashes(files);
+  const hashes = knownHashes ? Promise.resolve(knownHashes) : fileHashes(files);
   if (weightBytes(files) > HASH_BEFORE_LOAD_BYTES) await hashes;
   const wanted = await chooseDevice(device);
   onProgress?.({ stage: 'init', device: wanted });
@@ -92,7 +98,9 @@ export async function load(modelSource, options = {}) {
   if (inner.device !== 'cpu' || !(workers > 1) || !canStartWorkers) return model;
   // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
   const workerOptions = { ...modelOptions, device: 'cpu', threads: 1, prompt: applied?.bytes };
-  const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions));
+  // The page's hashes go along: a worker would otherwise hash every weight byte again.
+  const known = await hashes;
+  const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions, undefined, known));
   const pool = new PoolModel(model, spawners);
   // Not awaited: the workers load beside whatever the page does next.
   if (startWorkers) pool.startWorkers();

@@ -7,9 +7,11 @@ import { inNode, nodeWorker } from './host.js';
 import { MODEL_FACTS, PANIC_FOR_TEST, defineFacts, rejectUnlessTexts, rows } from './runtime.js';
 import { RpcClient } from './rpc.js';
 
-/** Starts a worker (worker.js) and loads `source` there; resolves once it is ready. */
-export async function startWorker(source, options, onProgress) {
-  const model = new WorkerModel(source, options, onProgress);
+/** Starts a worker (worker.js) and loads `source` there; resolves once it is ready. `hashes`:
+ * the files' SHA-256 by name where the page has them already (a pool's workers), so that the
+ * worker does not hash the weights again. */
+export async function startWorker(source, options, onProgress, hashes = null) {
+  const model = new WorkerModel(source, options, onProgress, hashes);
   await model.start();
   return model;
 }
@@ -22,15 +24,17 @@ class WorkerModel {
   #source;
   #options;
   #onProgress;
+  #hashes;
   // The worker trapped (an 'internal' error): its wasm instance is unusable, so the next call
   // starts a new worker and loads the model again.
   #broken = false;
   #disposed = false;
 
-  constructor(source, options, onProgress) {
+  constructor(source, options, onProgress, hashes) {
     this.#source = source;
     this.#options = options;
     this.#onProgress = onProgress;
+    this.#hashes = hashes;
   }
 
   /** Starts the worker and loads the model there. */
@@ -50,7 +54,7 @@ class WorkerModel {
     this.#rpc = rpc;
     this.#broken = false;
     try {
-      this.#state = await this.#post('load', { source: this.#source, options: this.#options });
+      this.#state = await this.#post('load', { source: this.#source, options: this.#options, hashes: this.#hashes });
     } catch (err) {
       rpc.terminate();
       this.#broken = true; // the next call tries a fresh worker again

@@ -2,7 +2,7 @@
 // by worker-client.js. Calls arrive in order and the model queues them, so results go back in
 // order too.
 
-import { load } from './load.js';
+import { loadKnowing } from './load.js';
 import { MODEL_FACTS, PANIC_FOR_TEST } from './runtime.js';
 import { serve, transfer } from './rpc.js';
 
@@ -19,8 +19,9 @@ console.warn = (...args) => {
 };
 
 serve({
-  async load({ source, options }) {
-    model = await load(source, { ...options, onProgress: (progress) => self.postMessage({ progress }) });
+  async load({ source, options, hashes }) {
+    const onProgress = (progress) => self.postMessage({ progress });
+    model = await loadKnowing(source, { ...options, onProgress }, hashes);
     return state();
   },
   async embed({ texts }) {

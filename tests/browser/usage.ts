@@ -89,5 +89,7 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
     mode,
     where,
   ];
-  return pool[0] + pool[1] + rows.length + hits.length + opened.restored + index.embedded + index.texts.length + seen.length;
+  return (
+    pool[0] + pool[1] + rows.length + hits.length + opened.restored + index.embedded + index.texts.length + seen.length
+  );
 }
