@@ -3,7 +3,9 @@
 // same model, one after the other: both at 1 thread and at all cores. Prints sentences/s, the
 // ratio st5 / onnxruntime-web, and the max abs difference between the two runtimes' embeddings
 // (and of each against sentence-transformers). For a shipped model it also prints st5's time to first
-// embedding on the CPU, cold (empty caches) and warm (model files from the Cache API).
+// embedding on the CPU, cold (empty caches) and warm (model files from the Cache API). At all
+// cores it also times st5's first call (the pool's workers starting with it, or at load with
+// `startWorkers`) against the peer's steady state.
 // `--webgpu N` adds both runtimes on WebGPU (SwiftShader here: a proxy, not a GPU figure) on N
 // sentences, with st5's compute pipelines, dispatches and read-backs counted per forward pass.
 //
@@ -118,6 +120,26 @@ async function st5Embed(name, sentences, options) {
   return { ...r, sentencesPerSec: sentences.length / median(r.times) };
 }
 
+/** st5's first call in a fresh page, timed from `load`'s return: what a page that loads a model
+ * and indexes its documents at once gets, the pool's workers still loading (with `startWorkers`
+ * they start at load rather than with the call). Sentences/s. */
+async function st5FirstCall(name, sentences, options) {
+  const { page, context } = await freshPage();
+  const seconds = await page.evaluate(
+    async ({ url, sentences, options }) => {
+      const m = await st5.load(url, options);
+      const t0 = performance.now();
+      await m.embedFlat(sentences);
+      const s = (performance.now() - t0) / 1000;
+      await m.dispose();
+      return s;
+    },
+    { url: `/model/${name}/`, sentences, options: { batchSize, ...options } },
+  );
+  await context.close();
+  return sentences.length / seconds;
+}
+
 /** onnxruntime-web in a fresh page, on the same length-sorted batches st5 plans. */
 async function ortRun(graph, ids, options) {
   // st5 sorts texts by token count (longest first) before batching; the peer gets the same
@@ -213,6 +235,17 @@ for (const spec of names) {
     };
     table.push(row);
     console.log(JSON.stringify(row));
+    if (threads === cores && cores > 1) {
+      // The first call with all cores, against the peer's steady state (its sessions start their
+      // threads at creation, before any call).
+      const lazy = await st5FirstCall(name, sentences, { device: 'cpu' });
+      const early = await st5FirstCall(name, sentences, { device: 'cpu', startWorkers: true });
+      const x = (v) => `${v.toFixed(1)}/s (${(v / peer.sentencesPerSec).toFixed(2)}x ort's steady state)`;
+      console.log(
+        `${spec} st5's first call of ${sentences.length} on ${cores} cores: ${x(lazy)}; ` +
+          `with startWorkers at load: ${x(early)}`,
+      );
+    }
   }
   if (webgpuN > 0) {
     const few = sentences.slice(0, webgpuN);
