@@ -141,8 +141,13 @@ fn asymmetric(x: &[f32], cols: usize) -> QuantizedRows {
         let zero = ((-64.0 - lo * inverse + ROUND) - ROUND) as i32;
         scales[i] = scale;
         zeros[i] = zero;
+        // round(v · inverse) read from the bits of v · inverse + ROUND: that sum lies in [2²³,
+        // 2²⁴), where the low mantissa bits are the integer, so subtracting ROUND's bits gives
+        // exactly `((v · inverse + ROUND) - ROUND) as i32` (|v · inverse| <= 127), in integer
+        // operations that vectorise; a float-to-int conversion here was done one value at a time.
+        let round_bits = ROUND.to_bits() as i32;
         for (q, &v) in codes[i * stride..].iter_mut().zip(row) {
-            let y = ((v * inverse + ROUND) - ROUND) as i32 + zero;
+            let y = (v * inverse + ROUND).to_bits() as i32 - round_bits + zero;
             *q = y.clamp(-64, 63) as i8;
         }
     }
