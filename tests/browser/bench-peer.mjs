@@ -22,7 +22,7 @@
 // differences of two different models are not printed.
 // Run:
 //   node tests/browser/bench-peer.mjs [--models base,st5-mini,st5-small,st5-small@teacher/model_q8.onnx] [-n 512] [--batch 32] [--webgpu 32]
-//                                     [--flavor simd128|relaxed]
+//                                     [--flavor simd128|relaxed] [--compute auto|f32]
 
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -44,6 +44,9 @@ const batchSize = Number(arg('--batch', 32));
 const webgpuN = Number(arg('--webgpu', 0));
 // `--flavor simd128` runs st5's plain SIMD module even where relaxed SIMD is available.
 const flavor = arg('--flavor', undefined);
+// `--compute f32` runs an int8 model's st5 side with its weights widened to f32 (the exact path)
+// instead of int8 compute, for st5's own int8-against-f32 figure.
+const compute = arg('--compute', 'auto');
 // Each side's figure is the median of this many timed runs (the 2-core machine is noisy).
 const repeats = Number(arg('--repeats', 3));
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -220,7 +223,7 @@ for (const spec of names) {
   const reference = JSON.parse(readFileSync(join(peerDir, 'expected.json'), 'utf8'));
   const ref = reference.embeddings.slice(0, sentences.length).flat();
   for (const threads of [1, cores]) {
-    const ours = await st5Embed(name, sentences, { device: 'cpu', threads });
+    const ours = await st5Embed(name, sentences, { device: 'cpu', threads, compute });
     const peer = await ortRun(graph, ids, { threads });
     const row = {
       model: spec,
@@ -238,8 +241,8 @@ for (const spec of names) {
     if (threads === cores && cores > 1) {
       // The first call with all cores, against the peer's steady state (its sessions start their
       // threads at creation, before any call).
-      const lazy = await st5FirstCall(name, sentences, { device: 'cpu' });
-      const early = await st5FirstCall(name, sentences, { device: 'cpu', startWorkers: true });
+      const lazy = await st5FirstCall(name, sentences, { device: 'cpu', compute });
+      const early = await st5FirstCall(name, sentences, { device: 'cpu', compute, startWorkers: true });
       const x = (v) => `${v.toFixed(1)}/s (${(v / peer.sentencesPerSec).toFixed(2)}x ort's steady state)`;
       console.log(
         `${spec} st5's first call of ${sentences.length} on ${cores} cores: ${x(lazy)}; ` +

@@ -180,3 +180,47 @@ mod tests {
         matmul(Kernel::RelaxedSimd, &x, &w, &mut [0.0]);
     }
 }
+
+/// Timing, not a check (ignored): the kernel and the quantizer at the built-in default's shapes,
+/// for the wasm engine at hand. `cargo test --release --target wasm32-unknown-unknown --
+/// --ignored` (Node; add the relaxed-SIMD flags of the crate documentation for that kernel).
+#[cfg(all(test, target_arch = "wasm32"))]
+mod wasm_timing {
+    use wasm_bindgen_test::{console_log, wasm_bindgen_test};
+
+    use super::*;
+    use crate::test_data::Lcg;
+
+    #[wasm_bindgen_test]
+    #[ignore]
+    fn time_the_kernels() {
+        let mut rng = Lcg(3);
+        for (m, k, n) in [(480, 384, 384), (480, 384, 1536), (480, 1536, 384)] {
+            let x: Vec<f32> = (0..m * k).map(|_| rng.normal(1.0)).collect();
+            let w = Weights::new(&rng.codes(n * k), &vec![0.01; n], n, k);
+            let mut out = vec![0f32; m * n];
+            let now = js_sys::Date::now;
+            let reps = 5;
+            let t0 = now();
+            for _ in 0..reps {
+                core::hint::black_box(quantize_rows_asymmetric(&x, k));
+            }
+            let quantize = (now() - t0) / reps as f64;
+            let q = quantize_rows_asymmetric(&x, k);
+            for kernel in Kernel::available() {
+                if !kernel.accepts(q.bits()) {
+                    continue;
+                }
+                let t0 = now();
+                for _ in 0..reps {
+                    matmul(kernel, &q, &w, &mut out);
+                }
+                let ms = (now() - t0) / reps as f64;
+                let gops = 2.0 * (m * n * k) as f64 / ms / 1e6;
+                console_log!(
+                    "{m}x{k}x{n} {kernel:?}: {ms:.2} ms ({gops:.1} GOPS); quantize {quantize:.2} ms"
+                );
+            }
+        }
+    }
+}

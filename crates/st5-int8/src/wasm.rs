@@ -10,8 +10,6 @@ use core::arch::wasm32::*;
 use crate::kernel::{Dot, tiles};
 use crate::quant::{QuantizedRows, Weights};
 
-/// The lanes of an i32x4 summed (wrapping, as every step before).
-#[inline(always)]
 /// The lane sums of four i32x4 vectors `[a, b, c, d]`: interleaved and added twice (a 4 × 4
 /// transpose folded into the additions), six shuffles and three adds for four sums.
 #[inline(always)]
@@ -30,6 +28,8 @@ fn sum4_i32x4(v: [v128; 4]) -> [i32; 4] {
     ]
 }
 
+/// The lanes of an i32x4 summed (wrapping, as every step before).
+#[inline(always)]
 fn sum_i32x4(a: v128) -> i32 {
     i32x4_extract_lane::<0>(a)
         .wrapping_add(i32x4_extract_lane::<1>(a))
