@@ -1,11 +1,12 @@
 //! T5 attention in one kernel: scores, the bucketed position bias, the padding and causal
 //! masks, softmax and the weighted sum of values.
 
-use burn::tensor::{DType, Int, Shape, Tensor};
+use burn::tensor::DType::{F32, I32};
+use burn::tensor::{Int, Shape, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 
-use super::{contiguous, gpu_f32, output};
+use super::{gpu, output};
 use cube::attention_kernel;
 
 /// The kernels, in cubecl's dialect of Rust (its `Tensor` is a kernel argument, not burn's).
@@ -134,18 +135,15 @@ pub fn attention(
     heads: usize,
     d_kv: usize,
 ) -> Option<Tensor<3>> {
-    let (qc, kc, vc, mc) = (gpu_f32(q)?, gpu_f32(k)?, gpu_f32(v)?, gpu_f32(keys)?);
+    let (qc, kc, vc, mc) = (gpu(q, F32)?, gpu(k, F32)?, gpu(v, F32)?, gpu(keys, F32)?);
     let [b, q_len, inner] = q.dims();
     let k_len = k.dims()[1];
     let (table, buckets) = match position {
-        Some((table, buckets)) => {
-            let buckets = contiguous(buckets.clone().try_into_primitive::<CubeBackend>().ok()?);
-            (gpu_f32(table)?, (buckets.dtype == DType::I32).then_some(buckets)?)
-        }
+        Some((table, buckets)) => (gpu(table, F32)?, gpu(buckets, I32)?),
         // Unread (the kernel is compiled without the bias): any bound buffers do.
         None => (
             mc.clone(),
-            empty_device_dtype(mc.client.clone(), mc.device.clone(), Shape::new([1]), DType::I32),
+            empty_device_dtype(mc.client.clone(), mc.device.clone(), Shape::new([1]), I32),
         ),
     };
     let rows = b * heads * q_len;

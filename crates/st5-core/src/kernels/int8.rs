@@ -8,10 +8,11 @@
 //! 128`. [`pack_codes`] writes that layout; the references in [`crate::int8`] read it with burn's
 //! integer operations.
 
-use burn::tensor::{DType, Int, Tensor};
+use burn::tensor::DType::{F32, I32};
+use burn::tensor::{Int, Tensor};
 use burn_cubecl::CubeBackend;
 
-use super::{contiguous, gpu_f32, output};
+use super::{gpu, output, product_shape};
 use cube::{embedding_int8_kernel, matmul_int8_kernel};
 
 /// Codes per packed word.
@@ -132,13 +133,6 @@ mod cube {
     }
 }
 
-/// The contiguous i32 GPU tensor under an integer tensor, or `None` on the CPU or for another
-/// dtype.
-fn gpu_i32<const D: usize>(t: &Tensor<D, Int>) -> Option<burn_cubecl::tensor::CubeTensor> {
-    let t = t.clone().try_into_primitive::<CubeBackend>().ok()?;
-    (t.dtype == DType::I32).then(|| contiguous(t))
-}
-
 /// `x · Wᵀ` for `x` `[..., k]` and `W` int8 `[n, k]` given as `words` `[n, k / 4]`
 /// ([`pack_codes`]) and `scales` `[n]` → `[..., n]`. `None` where the reference must run: on the
 /// CPU, or `n` not a multiple of 4.
@@ -149,13 +143,11 @@ pub fn matmul_int8<const D: usize>(
 ) -> Option<Tensor<D>> {
     const VECTOR: usize = CODES_PER_WORD;
     let [n, k_words] = words.dims();
-    let mut shape = x.dims();
-    let m = shape[..D - 1].iter().product::<usize>();
-    if m == 0 || k_words == 0 || n % VECTOR != 0 || shape[D - 1] != k_words * VECTOR {
+    let (m, shape) = product_shape(x.dims(), n);
+    if m == 0 || k_words == 0 || n % VECTOR != 0 || x.dims()[D - 1] != k_words * VECTOR {
         return None;
     }
-    let (xc, wc, sc) = (gpu_f32(x)?, gpu_i32(words)?, gpu_f32(scales)?);
-    shape[D - 1] = n;
+    let (xc, wc, sc) = (gpu(x, F32)?, gpu(words, I32)?, gpu(scales, F32)?);
     let units = m.div_ceil(4) * (n / VECTOR);
     let (out, count, dim) = output(&xc, shape, units);
     matmul_int8_kernel::launch(
@@ -189,7 +181,7 @@ pub fn embedding_int8(
     if b * s == 0 || vocab == 0 || d_words == 0 {
         return None;
     }
-    let (ic, wc, sc) = (gpu_i32(ids)?, gpu_i32(words)?, gpu_f32(scales)?);
+    let (ic, wc, sc) = (gpu(ids, I32)?, gpu(words, I32)?, gpu(scales, F32)?);
     let units = b * s * d_words;
     let (out, count, dim) = output(&sc, [b, s, d_words * VECTOR], units);
     embedding_int8_kernel::launch(

@@ -1,10 +1,11 @@
 //! The Linear layers' matrix product, register-tiled: one unit per 4 rows × one vector of
 //! columns.
 
+use burn::tensor::DType::F32;
 use burn::tensor::Tensor;
 use burn_cubecl::CubeBackend;
 
-use super::{gpu_f32, output};
+use super::{gpu, output, product_shape};
 use cube::matmul_kernel;
 
 /// The kernel, in cubecl's dialect of Rust (its `Tensor` is a kernel argument, not burn's).
@@ -68,13 +69,11 @@ mod cube {
 pub fn matmul<const D: usize>(x: &Tensor<D>, w: &Tensor<2>) -> Option<Tensor<D>> {
     const VECTOR: usize = 4;
     let [k, n] = w.dims();
-    let mut shape = x.dims();
-    let m = shape[..D - 1].iter().product::<usize>();
+    let (m, shape) = product_shape(x.dims(), n);
     if m == 0 || k == 0 || n % VECTOR != 0 {
         return None;
     }
-    let (xc, wc) = (gpu_f32(x)?, gpu_f32(w)?);
-    shape[D - 1] = n;
+    let (xc, wc) = (gpu(x, F32)?, gpu(w, F32)?);
     let units = m.div_ceil(4) * (n / VECTOR);
     let (out, count, dim) = output(&xc, shape, units);
     matmul_kernel::launch(

@@ -25,7 +25,8 @@
 //! [`crate::int8`]) then runs the reference beside it, and its unit tests check each kernel
 //! against that reference on the GPU.
 
-use burn::tensor::{DType, Shape, Tensor};
+use burn::tensor::kind::Basic;
+use burn::tensor::{BackendPrimitive, DType, Shape, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
@@ -45,11 +46,23 @@ pub use matmul::matmul;
 pub use norm::{l2_normalize, rms_norm};
 pub use pool::mean_pool;
 
-/// The contiguous f32 GPU tensor under `t`, or `None` on the CPU, under autodiff or for another
-/// dtype (the caller then runs the reference).
-fn gpu_f32<const D: usize>(t: &Tensor<D>) -> Option<CubeTensor> {
+/// The contiguous GPU tensor under `t` if it holds `dtype` (f32 values, i32 ids and packed
+/// codes), or `None` on the CPU, under autodiff or for another dtype (the caller then runs the
+/// reference).
+fn gpu<const D: usize, K>(t: &Tensor<D, K>, dtype: DType) -> Option<CubeTensor>
+where
+    K: Basic + BackendPrimitive<CubeBackend, Primitive = CubeTensor>,
+{
     let t = t.clone().try_into_primitive::<CubeBackend>().ok()?;
-    (t.dtype == DType::F32).then(|| contiguous(t))
+    (t.dtype == dtype).then(|| contiguous(t))
+}
+
+/// A product's rows and output shape: `m`, the product of `x`'s leading dimensions (`[..., k]`
+/// read as `[m, k]`), and `x`'s shape with its last dimension replaced by `n`.
+fn product_shape<const D: usize>(mut x: [usize; D], n: usize) -> (usize, [usize; D]) {
+    let m = x[..D - 1].iter().product();
+    x[D - 1] = n;
+    (m, x)
 }
 
 fn contiguous(t: CubeTensor) -> CubeTensor {

@@ -1,10 +1,11 @@
 //! Row normalisations, one unit per row: T5's RMS norm and the L2 normalisation of the
 //! sentence embeddings.
 
+use burn::tensor::DType::F32;
 use burn::tensor::Tensor;
 use burn_cubecl::CubeBackend;
 
-use super::{gpu_f32, output};
+use super::{gpu, output};
 use cube::{l2_normalize_kernel, rms_norm_kernel};
 
 /// The kernels, in cubecl's dialect of Rust (its `Tensor` is a kernel argument, not burn's).
@@ -65,7 +66,7 @@ mod cube {
 /// T5's RMS norm in one kernel: `x` `[batch, seq, d]`, `weight` `[d]` → `[batch, seq, d]`.
 /// `None` where the reference must run (see [`crate::kernels`]).
 pub fn rms_norm(x: &Tensor<3>, weight: &Tensor<1>, eps: f64) -> Option<Tensor<3>> {
-    let (xc, wc) = (gpu_f32(x)?, gpu_f32(weight)?);
+    let (xc, wc) = (gpu(x, F32)?, gpu(weight, F32)?);
     let [b, s, d] = x.dims();
     let rows = b * s;
     let (out, count, dim) = output(&xc, [b, s, d], rows);
@@ -85,7 +86,7 @@ pub fn rms_norm(x: &Tensor<3>, weight: &Tensor<1>, eps: f64) -> Option<Tensor<3>
 
 /// L2 normalisation in one kernel: `x` `[rows, d]` → same. `None` where the reference must run.
 pub fn l2_normalize(x: &Tensor<2>) -> Option<Tensor<2>> {
-    let xc = gpu_f32(x)?;
+    let xc = gpu(x, F32)?;
     let [rows, d] = x.dims();
     let (out, count, dim) = output(&xc, [rows, d], rows);
     l2_normalize_kernel::launch(

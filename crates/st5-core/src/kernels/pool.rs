@@ -1,9 +1,10 @@
 //! Mean pooling over the sequence, one unit per (row, column).
 
+use burn::tensor::DType::F32;
 use burn::tensor::Tensor;
 use burn_cubecl::CubeBackend;
 
-use super::{gpu_f32, output};
+use super::{gpu, output};
 use cube::mean_pool_kernel;
 
 /// The kernel, in cubecl's dialect of Rust (its `Tensor` is a kernel argument, not burn's).
@@ -45,7 +46,7 @@ mod cube {
 /// Mean pooling in one kernel: `x` `[batch, seq, d]`, `mask` `[batch, seq]` (1 token, 0
 /// padding) → `[batch, d]`. `None` where the reference must run (see [`crate::kernels`]).
 pub fn mean_pool(x: &Tensor<3>, mask: &Tensor<2>) -> Option<Tensor<2>> {
-    let (xc, mc) = (gpu_f32(x)?, gpu_f32(mask)?);
+    let (xc, mc) = (gpu(x, F32)?, gpu(mask, F32)?);
     let [b, seq, d] = x.dims();
     let units = b * d;
     let (out, count, dim) = output(&xc, [b, d], units);
