@@ -61,6 +61,10 @@ pub enum Int8Matrix {
 pub struct DeviceInt8 {
     words: Tensor<2, Int>,
     scales: Tensor<1>,
+    /// The f32 copy ([`DeviceInt8::dequantize`]), built the first time a kernel declines this
+    /// matrix (a Linear whose `d_out` is not a multiple of 4) and kept: dequantizing on every
+    /// forward pass would cost more than the product. No shipped model takes that path.
+    fallback: OnceLock<Tensor<2>>,
 }
 
 impl Int8Matrix {
@@ -88,7 +92,8 @@ impl Int8Matrix {
             let scales = TensorData::new(scales.to_vec(), [rows]);
             let words = Tensor::<2, Int>::from_data(words, device);
             let scales = Tensor::<1>::from_data(scales, device);
-            return Some(Self::Device(Arc::new(DeviceInt8 { words, scales })));
+            let fallback = OnceLock::new();
+            return Some(Self::Device(Arc::new(DeviceInt8 { words, scales, fallback })));
         }
         (cols <= st5_int8::MAX_K)
             .then(|| Self::Host(Arc::new(Weights::new(codes, scales, rows, cols))))
@@ -146,6 +151,11 @@ impl DeviceInt8 {
         let codes = Tensor::cat(bytes.collect(), 2).reshape([rows, words * CODES_PER_WORD]);
         codes * self.scales.clone().unsqueeze_dim(1)
     }
+
+    /// [`dequantize`](Self::dequantize)'s result, built once: what runs where a kernel declines.
+    fn fallback(&self) -> Tensor<2> {
+        self.fallback.get_or_init(|| self.dequantize()).clone()
+    }
 }
 
 /// `x · Wᵀ (+ bias)` with `W` int8: `x` `[..., d_in]` → `[..., d_out]`.
@@ -157,9 +167,9 @@ impl DeviceInt8 {
 pub fn linear<const D: usize>(x: Tensor<D>, w: &Int8Matrix, bias: Option<Tensor<1>>) -> Tensor<D> {
     let n = w.rows();
     let y = match w {
-        Int8Matrix::Host(weights) => host_linear(x, weights),
+        Int8Matrix::Host(weights) => host_linears(x, &[weights]).remove(0),
         Int8Matrix::Device(d) => kernels::matmul_int8(&x, &d.words, &d.scales)
-            .unwrap_or_else(|| ops::linear_reference(x, d.dequantize().transpose(), None)),
+            .unwrap_or_else(|| ops::linear_reference(x, d.fallback().transpose(), None)),
     };
     match bias {
         Some(b) => y + b.reshape(bias_shape::<D>(n)),
@@ -167,17 +177,44 @@ pub fn linear<const D: usize>(x: Tensor<D>, w: &Int8Matrix, bias: Option<Tensor<
     }
 }
 
-/// [`linear`] on the CPU, without the bias.
-fn host_linear<const D: usize>(x: Tensor<D>, w: &Weights) -> Tensor<D> {
+/// `x · Wᵢᵀ` for several int8 weights of one input width (self-attention's q, k and v, a gated
+/// FFN's two inputs), without bias: `x` `[..., d_in]` → `[..., d_outᵢ]`. On the CPU `x` is read
+/// back and quantized once for all of them, where [`linear`] per weight would do both N times;
+/// on a GPU it is [`linear`] per weight.
+pub fn linears<const D: usize, const N: usize>(
+    x: Tensor<D>,
+    ws: [&Int8Matrix; N],
+) -> [Tensor<D>; N] {
+    let host = ws.map(|w| match w {
+        Int8Matrix::Host(weights) => Some(&**weights),
+        Int8Matrix::Device(_) => None,
+    });
+    match host.iter().copied().collect::<Option<Vec<_>>>() {
+        Some(weights) => host_linears(x, &weights).try_into().expect("one output per weight"),
+        None => ws.map(|w| linear(x.clone(), w, None)),
+    }
+}
+
+/// [`linears`] (and [`linear`], without the bias) on the CPU.
+fn host_linears<const D: usize>(x: Tensor<D>, ws: &[&Weights]) -> Vec<Tensor<D>> {
     let device = x.device();
-    let mut dims = x.dims();
-    let (k, n) = (w.cols(), w.rows());
-    assert_eq!(dims[D - 1], k, "int8 Linear: input width {} is not d_in {k}", dims[D - 1]);
+    let dims = x.dims();
+    let k = dims[D - 1];
+    for w in ws {
+        assert_eq!(w.cols(), k, "int8 Linear: input width {k} is not d_in {}", w.cols());
+    }
     let values = to_host(x.try_into_data()).expect("a CPU tensor reads back");
-    let mut out = vec![0f32; values.len() / k * n];
-    products(&values, w, &mut out);
-    dims[D - 1] = n;
-    Tensor::<D>::from_data(TensorData::new(out, dims), &device)
+    let mut outs: Vec<Vec<f32>> =
+        ws.iter().map(|w| vec![0f32; values.len() / k * w.rows()]).collect();
+    products(&values, ws, &mut outs);
+    outs.into_iter()
+        .zip(ws)
+        .map(|(out, w)| {
+            let mut dims = dims;
+            dims[D - 1] = w.rows();
+            Tensor::<D>::from_data(TensorData::new(out, dims), &device)
+        })
+        .collect()
 }
 
 /// `[1, ..., 1, n]`: a bias broadcast over the leading dimensions.
@@ -187,11 +224,15 @@ fn bias_shape<const D: usize>(n: usize) -> [usize; D] {
     shape
 }
 
-/// `out = x · Wᵀ` for row-major `x` `[m, k]`, `out` `[m, n]`.
-fn products(x: &[f32], w: &Weights, out: &mut [f32]) {
-    let block = |x: &[f32], out: &mut [f32]| {
-        let q = quantize_rows_asymmetric(x, w.cols());
-        st5_int8::matmul(kernel(), &q, w, out);
+/// `outs[i] = x · Wᵢᵀ` for row-major `x` `[m, k]` and `outs[i]` `[m, nᵢ]`: each block of rows
+/// is quantized once and multiplied by every weight.
+fn products(x: &[f32], ws: &[&Weights], outs: &mut [Vec<f32>]) {
+    let Some(k) = ws.first().map(|w| w.cols()) else { return };
+    let block = |x: &[f32], outs: Vec<&mut [f32]>| {
+        let q = quantize_rows_asymmetric(x, k);
+        for (w, out) in ws.iter().zip(outs) {
+            st5_int8::matmul(kernel(), &q, w, out);
+        }
     };
     if x.is_empty() {
         return;
@@ -199,14 +240,22 @@ fn products(x: &[f32], w: &Weights, out: &mut [f32]) {
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
-        let (k, n) = (w.cols(), w.rows());
-        // One block of rows per thread (a few rows at least): each block streams the whole
-        // weight once, so fewer, larger blocks read it fewer times.
+        // One block of rows per thread (a few rows at least): each block streams every weight
+        // once, so fewer, larger blocks read them fewer times.
         let rows = (x.len() / k).div_ceil(rayon::current_num_threads()).max(4);
-        x.par_chunks(rows * k).zip(out.par_chunks_mut(rows * n)).for_each(|(x, out)| block(x, out));
+        let mut blocks: Vec<Vec<&mut [f32]>> = Vec::new();
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            for (i, chunk) in out.chunks_mut(rows * w.rows()).enumerate() {
+                match blocks.get_mut(i) {
+                    Some(block) => block.push(chunk),
+                    None => blocks.push(vec![chunk]),
+                }
+            }
+        }
+        x.par_chunks(rows * k).zip(blocks).for_each(|(x, outs)| block(x, outs));
     }
     #[cfg(target_arch = "wasm32")]
-    block(x, out);
+    block(x, outs.iter_mut().map(|o| o.as_mut_slice()).collect());
 }
 
 /// The rows of `table` for `ids` `[batch, seq]`, dequantized: `[batch, seq, d_model]`, each value
@@ -272,6 +321,31 @@ mod tests {
     /// The int8 Linear equals, bit for bit, st5-int8's scalar kernel on the same codes, whatever
     /// the thread split; tracks the f32 product of the dequantized weights; keeps leading
     /// dimensions; adds a bias; and an empty batch gives an empty result.
+    /// Several weights on one input (quantized once) give, bit for bit, what each weight gives
+    /// on its own, for row counts below and above the per-thread block and outputs of different
+    /// widths.
+    #[test]
+    fn shared_input_equals_one_product_per_weight() {
+        let device = Device::flex();
+        for (m, k) in [(1, 8), (9, 70), (37, 128), (0, 16)] {
+            let x = Tensor::<2>::from_data(TensorData::new(values(m * k, 3), [m, k]), &device);
+            let ws: Vec<Int8Matrix> = [5, 12, 7]
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| {
+                    let (codes, scales) = int8(&values(n * k, 20 + i as u32), n, k);
+                    Int8Matrix::new(&codes, &scales, n, k, &device).unwrap()
+                })
+                .collect();
+            let shared = linears(x.clone(), [&ws[0], &ws[1], &ws[2]]);
+            for (w, got) in ws.iter().zip(shared) {
+                assert_eq!(got.dims(), [m, w.rows()]);
+                let alone = to_host(linear(x.clone(), w, None).try_into_data()).unwrap();
+                assert!(to_host(got.try_into_data()).unwrap() == alone, "{m}x{k}x{}", w.rows());
+            }
+        }
+    }
+
     #[test]
     fn linear_matches_the_scalar_kernel_and_tracks_f32() {
         let device = Device::flex();
@@ -351,6 +425,8 @@ mod tests {
             let reference = to_host(reference.try_into_data()).unwrap();
             assert_eq!(kernels::matmul_int8(&x, &d.words, &d.scales).is_some(), n % 4 == 0);
             let got = to_host(linear(x, &w, Some(bias)).try_into_data()).unwrap();
+            // The f32 copy is built where the kernel declined, and only there.
+            assert_eq!(d.fallback.get().is_some(), n % 4 != 0, "{b}x{s}x{k}x{n}");
             let scale = reference.iter().fold(1f32, |m, v| m.max(v.abs()));
             let diff = got.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
             assert!(diff <= 1e-5 * scale, "{b}x{s}x{k}x{n}: {diff} (largest value {scale})");

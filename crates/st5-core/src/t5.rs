@@ -66,6 +66,21 @@ impl Linear {
             (None, None) => unreachable!("Linear::new sets a weight or int8"),
         }
     }
+
+    /// One input through several layers: `[..., d_in]` → each layer's `[..., d_out]`. Where all
+    /// of them are int8 without a bias, [`int8::linears`] reads and quantizes the input once;
+    /// otherwise each layer's [`forward`](Self::forward).
+    pub fn forward_shared<const D: usize, const N: usize>(
+        layers: [&Linear; N],
+        x: Tensor<D>,
+    ) -> [Tensor<D>; N] {
+        let int8 =
+            layers.map(|l| l.int8.as_ref().filter(|_| l.bias.is_none() && l.weight.is_none()));
+        match int8.iter().copied().collect::<Option<Vec<_>>>() {
+            Some(ws) if N > 1 => int8::linears(x, ws.try_into().expect("one matrix per layer")),
+            _ => layers.map(|l| l.forward(x.clone())),
+        }
+    }
 }
 
 /// RMS norm: `x / sqrt(mean(x²) + eps) * weight`, no mean subtraction, no bias, in f32.
@@ -124,16 +139,22 @@ impl T5DenseActDense {
 
     /// `[batch, seq, d_model]` → same
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        let input = self.wi.as_ref().or(self.wi_0.as_ref()).expect("wi or wi_0, built by new");
-        let h = input.forward(x.clone());
+        let (h, linear) = match (&self.wi, &self.wi_0, &self.wi_1) {
+            (Some(wi), ..) => (wi.forward(x), None),
+            (None, Some(wi_0), Some(wi_1)) => {
+                let [h, linear] = Linear::forward_shared([wi_0, wi_1], x);
+                (h, Some(linear))
+            }
+            _ => unreachable!("new builds wi, or wi_0 and wi_1"),
+        };
         let h = match self.activation {
             Activation::Relu => relu(h),
             Activation::Gelu => gelu(h),
             Activation::GeluNew => gelu_approximate(h),
             Activation::Silu => silu(h),
         };
-        let h = match &self.wi_1 {
-            Some(wi_1) => h * wi_1.forward(x),
+        let h = match linear {
+            Some(linear) => h * linear,
             None => h,
         };
         self.wo.forward(h)
@@ -258,8 +279,10 @@ impl T5Attention {
     /// `x`: `[batch, q_len, d_model]`; `kv`: `[batch, k_len, d_model]` (cross-attention) or `x`.
     /// Returns `[batch, q_len, d_model]`. One fused kernel on the GPU ([`ops::attention`]).
     pub fn forward(&self, x: Tensor<3>, kv: Option<Tensor<3>>, bias: &AttentionBias) -> Tensor<3> {
-        let kv = kv.unwrap_or_else(|| x.clone());
-        let (q, k, v) = (self.q.forward(x), self.k.forward(kv.clone()), self.v.forward(kv));
+        let [q, k, v] = match kv {
+            Some(kv) => [self.q.forward(x), self.k.forward(kv.clone()), self.v.forward(kv)],
+            None => Linear::forward_shared([&self.q, &self.k, &self.v], x),
+        };
         let out = ops::attention(q, k, v, bias, self.num_heads, self.d_kv);
         self.o.forward(out)
     }
