@@ -74,16 +74,17 @@ export async function loadKnowing(modelSource, options, knownHashes) {
   const wanted = await chooseDevice(device);
   onProgress?.({ stage: 'init', device: wanted });
   let inner = await loadInner(files, { ...modelOptions, device: wanted }, label);
+  const hashByName = await hashes;
   // A soft prompt is checked against the weights fingerprint, over the files wasm names.
   let applied = null;
   if (promptBytes) {
     const bytes = await promptBytes;
-    applied = { ...bytes, fingerprint: await combineHashes(await hashes, inner.weightFiles) };
+    applied = { ...bytes, fingerprint: await combineHashes(hashByName, inner.weightFiles) };
     inner = await applyPrompt(inner, applied);
-    (await hashes).set('(soft prompt)', await sha256(bytes.bytes));
+    hashByName.set('(soft prompt)', await sha256(bytes.bytes));
   }
   // The model's identity covers its prompt: vectors made with another prompt are not reusable.
-  const id = combineHashes(await hashes);
+  const id = combineHashes(hashByName);
   onProgress?.({ stage: 'ready', device: inner.device, ms: performance.now() - started });
   // For a URL the files are read again (from the cache) only if WebGPU fails or the module
   // traps; in-memory sources are the caller's own objects, so holding them costs nothing extra.
@@ -99,8 +100,10 @@ export async function loadKnowing(modelSource, options, knownHashes) {
   // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
   const workerOptions = { ...modelOptions, device: 'cpu', threads: 1, prompt: applied?.bytes };
   // The page's hashes go along: a worker would otherwise hash every weight byte again.
-  const known = await hashes;
-  const spawners = Array.from({ length: workers }, () => () => startWorker(files, workerOptions, undefined, known));
+  const spawners = Array.from(
+    { length: workers },
+    () => () => startWorker(files, workerOptions, { hashes: hashByName }),
+  );
   const pool = new PoolModel(model, spawners);
   // Not awaited: the workers load beside whatever the page does next.
   if (startWorkers) pool.startWorkers();
@@ -146,5 +149,5 @@ export async function loadInWorker(model, options = {}) {
   const absolute = (s) => (isUrl(s) ? absoluteUrl(s) : s);
   const source = (await isHubId(model)) ? model : await absolute(model);
   const hubUrl = rest.hubUrl === undefined ? undefined : await absolute(rest.hubUrl);
-  return startWorker(source, { ...rest, prompt: await absolute(rest.prompt), hubUrl }, onProgress);
+  return startWorker(source, { ...rest, prompt: await absolute(rest.prompt), hubUrl }, { onProgress });
 }

@@ -7,11 +7,12 @@ import { inNode, nodeWorker } from './host.js';
 import { MODEL_FACTS, PANIC_FOR_TEST, defineFacts, rejectUnlessTexts, rows } from './runtime.js';
 import { RpcClient } from './rpc.js';
 
-/** Starts a worker (worker.js) and loads `source` there; resolves once it is ready. `hashes`:
- * the files' SHA-256 by name where the page has them already (a pool's workers), so that the
- * worker does not hash the weights again. */
-export async function startWorker(source, options, onProgress, hashes = null) {
-  const model = new WorkerModel(source, options, onProgress, hashes);
+/** Starts a worker (worker.js) and loads `source` there with `options` (`load`'s); resolves
+ * once it is ready. `onProgress` is called on this thread; `hashes`: the files' SHA-256 by name
+ * where the page has them already (a pool's workers), so that the worker does not hash the
+ * weights again. */
+export async function startWorker(source, options, { onProgress, hashes = null } = {}) {
+  const model = new WorkerModel(source, options, { onProgress, hashes });
   await model.start();
   return model;
 }
@@ -30,7 +31,7 @@ class WorkerModel {
   #broken = false;
   #disposed = false;
 
-  constructor(source, options, onProgress, hashes) {
+  constructor(source, options, { onProgress, hashes }) {
     this.#source = source;
     this.#options = options;
     this.#onProgress = onProgress;

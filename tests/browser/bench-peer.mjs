@@ -93,8 +93,7 @@ async function freshPage() {
 
 /** st5 in the page: load, warm up every thread, then embed all sentences; timed like the peer. */
 async function st5Embed(name, sentences, options) {
-  const { page, context } = await freshPage();
-  const r = await page.evaluate(
+  const r = await inFreshPage(
     async ({ url, sentences, options, repeats }) => {
       const m = await st5.load(url, options);
       // A call with several batches starts the pool's workers; then wait until all have loaded.
@@ -117,18 +116,35 @@ async function st5Embed(name, sentences, options) {
       await m.dispose();
       return out;
     },
-    { url: `/model/${name}/`, sentences, options: { batchSize, ...options }, repeats },
+    st5Args(name, sentences, options),
   );
-  await context.close();
   return { ...r, sentencesPerSec: sentences.length / median(r.times) };
+}
+
+/** What the st5 measurements evaluate in their page: the model's URL, the sentences, `load`'s
+ * options with the run's batch size, and the repeats. */
+const st5Args = (name, sentences, options) => ({
+  url: `/model/${name}/`,
+  sentences,
+  options: { batchSize, ...options },
+  repeats,
+});
+
+/** `fn(args)` evaluated in a fresh page (its own browser context, closed afterwards). */
+async function inFreshPage(fn, args) {
+  const { page, context } = await freshPage();
+  try {
+    return await page.evaluate(fn, args);
+  } finally {
+    await context.close();
+  }
 }
 
 /** st5's first call in a fresh page, timed from `load`'s return: what a page that loads a model
  * and indexes its documents at once gets, the pool's workers still loading (with `startWorkers`
  * they start at load rather than with the call). Sentences/s. */
 async function st5FirstCall(name, sentences, options) {
-  const { page, context } = await freshPage();
-  const seconds = await page.evaluate(
+  const seconds = await inFreshPage(
     async ({ url, sentences, options }) => {
       const m = await st5.load(url, options);
       const t0 = performance.now();
@@ -137,9 +153,8 @@ async function st5FirstCall(name, sentences, options) {
       await m.dispose();
       return s;
     },
-    { url: `/model/${name}/`, sentences, options: { batchSize, ...options } },
+    st5Args(name, sentences, options),
   );
-  await context.close();
   return sentences.length / seconds;
 }
 
