@@ -39,23 +39,51 @@ export async function isDirectory(path) {
 
 /**
  * `fetch(url, init)`, except that in Node a file: URL is read from disk, answered as a server
- * would: 200 with the file's bytes (streamed) and Content-Length, or 404 where there is no file.
+ * would: 200 with the file's bytes (streamed, `fileBody`) and Content-Length, or 404 where
+ * there is no file.
  */
 export async function fetchUrl(url, init) {
   if (!inNode || !String(url).startsWith('file:')) return fetch(url, init);
-  const [{ openAsBlob }, { stat }, { fileURLToPath }] = await Promise.all([
-    builtin('fs'),
-    builtin('fs/promises'),
-    builtin('url'),
-  ]);
-  const path = fileURLToPath(url);
-  const info = await stat(path).catch((err) => {
-    if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
+  const [{ open }, { fileURLToPath }] = await Promise.all([builtin('fs/promises'), builtin('url')]);
+  const handle = await open(fileURLToPath(url)).catch((err) => {
+    if (err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'EISDIR') return null;
     throw err;
   });
-  if (!info?.isFile()) return new Response(null, { status: 404, statusText: 'Not Found' });
-  const body = init?.method === 'HEAD' ? null : await openAsBlob(path);
+  const info = await handle?.stat();
+  if (!info?.isFile()) {
+    await handle?.close();
+    return new Response(null, { status: 404, statusText: 'Not Found' });
+  }
+  if (init?.method === 'HEAD') await handle.close();
+  const body = init?.method === 'HEAD' ? null : fileBody(handle);
   return new Response(body, { status: 200, headers: { 'content-length': String(info.size) } });
+}
+
+/** Bytes a read asks for at most: progress events come this often. */
+const FILE_READ_BYTES = 16 * 2 ** 20;
+
+/**
+ * A byte stream of an open file (closed at its end): a BYOB reader's buffer is filled straight
+ * from disk, up to `FILE_READ_BYTES` a read. Not `fs.openAsBlob`'s stream: it reads 64 KiB at a
+ * time, and each BYOB read transfers the reader's whole buffer, so a 110 MB model took 6.7 s to
+ * read (most of it the garbage collector's), against 0.16 s this way.
+ */
+function fileBody(handle) {
+  return new ReadableStream({
+    type: 'bytes',
+    autoAllocateChunkSize: 2 ** 20, // for a default reader (the Response's own methods)
+    async pull(controller) {
+      const request = controller.byobRequest;
+      const { view } = request;
+      const { bytesRead } = await handle.read(view, 0, Math.min(view.byteLength, FILE_READ_BYTES), null);
+      if (bytesRead === 0) {
+        await handle.close();
+        controller.close();
+      }
+      request.respond(bytesRead);
+    },
+    cancel: () => handle.close(),
+  });
 }
 
 /** What wasm-bindgen's init takes for the module at `url`: the URL in the browser (compiled as

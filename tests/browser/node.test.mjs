@@ -10,7 +10,7 @@
 //   node tests/browser/node.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs all)
 
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
@@ -33,7 +33,12 @@ const st5 = await import(pathToFileURL(join(app, 'st5.mjs')).href);
 const { wasmFlavor } = await import(pathToFileURL(join(app, 'node_modules/st5/runtime.js')).href);
 
 // A fake Hugging Face hub: `{hub}/{id}/resolve/{revision}/{file}`, and the fixtures over http.
-const server = await serve({ '/models/': FIXTURES, '/hub/st5-test/tiny/resolve/main/': DIR });
+const DEFAULT_DIR = join(ROOT, 'models', readFileSync(join(ROOT, 'models/DEFAULT'), 'utf8').trim());
+const server = await serve({
+  '/models/': FIXTURES,
+  '/default/': DEFAULT_DIR,
+  '/hub/st5-test/tiny/resolve/main/': DIR,
+});
 const hubUrl = `${server.url}/hub`;
 const hubHits = () => [...server.hits].filter(([p]) => p.startsWith('/hub/')).reduce((n, [, c]) => n + c, 0);
 
@@ -67,6 +72,29 @@ const failed = await runCases([
       const rel = relative(process.cwd(), DIR);
       const relErr = checkParity(await embedWith(rel), `relative path ${rel}`);
       return `${wasmFlavor()} module; max abs error ${absolute.toExponential(2)} (absolute), ${relErr.toExponential(2)} (${rel})`;
+    },
+  ],
+  [
+    // The built-in default's weights (18 MB) take more than one read from disk: the bytes read in
+    // pieces straight into the weights' buffer must be the file's, so the vectors equal those of
+    // the same files over http (fetch's stream), bit for bit.
+    'a_model_read_from_disk_in_several_pieces_equals_it_over_http',
+    async () => {
+      const sentences = st.sentences;
+      const rowsOf = async (source) => {
+        const progress = [];
+        const model = await st5.load(source, { device: 'cpu', threads: 1, onProgress: (p) => progress.push(p) });
+        const rows = await model.embed(sentences);
+        await model.dispose();
+        const weights = progress.filter((p) => p.stage === 'download' && p.file === 'model.safetensors');
+        return { rows, reads: weights.filter((p) => p.loaded < p.total).length + 1 };
+      };
+      const disk = await rowsOf(DEFAULT_DIR);
+      const http = await rowsOf(`${server.url}/default/`);
+      if (!(disk.reads > 1)) throw new Error(`the weights came in ${disk.reads} read(s): the test needs several`);
+      const diff = maxAbsDiff(disk.rows, http.rows);
+      if (diff !== 0) throw new Error(`path vs http: max abs difference ${diff}`);
+      return `${disk.reads} reads from disk; ${sentences.length} vectors identical to http`;
     },
   ],
   [
