@@ -4,7 +4,7 @@
 // them.
 
 import { inNode, nodeWorker } from './host.js';
-import { MODEL_FACTS, PANIC_FOR_TEST, defineFacts, rejectUnlessTexts, rows } from './runtime.js';
+import { MODEL_FACTS, PANIC_FOR_TEST, defineFacts, rejectUnlessTexts, rows, wasmModule } from './runtime.js';
 import { RpcClient } from './rpc.js';
 
 /** Starts a worker (worker.js) and loads `source` there with `options` (`load`'s); resolves
@@ -55,7 +55,14 @@ class WorkerModel {
     this.#rpc = rpc;
     this.#broken = false;
     try {
-      this.#state = await this.#post('load', { source: this.#source, options: this.#options, hashes: this.#hashes });
+      const load = { source: this.#source, options: this.#options, hashes: this.#hashes };
+      // The page's compiled module where it has one (runtime.js says why); an engine that cannot
+      // post a module (DataCloneError) gets the message without it, and compiles its own.
+      const module = wasmModule();
+      this.#state = await this.#post('load', { ...load, module }).catch((err) => {
+        if (module && err?.name === 'DataCloneError') return this.#post('load', load);
+        throw err;
+      });
     } catch (err) {
       rpc.terminate();
       this.#broken = true; // the next call tries a fresh worker again

@@ -3,7 +3,7 @@
 // order too.
 
 import { loadKnowing } from './load.js';
-import { MODEL_FACTS, PANIC_FOR_TEST } from './runtime.js';
+import { MODEL_FACTS, PANIC_FOR_TEST, useModule } from './runtime.js';
 import { serve, transfer } from './rpc.js';
 
 let model = null;
@@ -19,7 +19,8 @@ console.warn = (...args) => {
 };
 
 serve({
-  async load({ source, options, hashes }) {
+  async load({ source, options, hashes, module }) {
+    useModule(module);
     const onProgress = (progress) => self.postMessage({ progress });
     model = await loadKnowing(source, { ...options, onProgress }, hashes);
     return state();

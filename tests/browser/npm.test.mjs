@@ -255,8 +255,17 @@ const failed = await runCases([
     },
   ],
   [
+    // The workers instantiate the page's compiled module (posted with their load): none fetches
+    // the .wasm file again.
     'cpu_worker_pool_is_bit_identical_to_one_thread',
     async () => {
+      const wasmHits = () => [...server.hits].filter(([p]) => p.endsWith('.wasm')).reduce((n, [, c]) => n + c, 0);
+      // The page's own module first (when this case runs alone it is the first to load one).
+      await page.evaluate(
+        async (url) => (await st5.load(url, { device: 'cpu', threads: 1 })).dispose(),
+        `/models/${ST}/`,
+      );
+      const wasmBefore = wasmHits();
       const r = await page.evaluate(
         async ({ url, texts }) => {
           const run = async (options) => {
@@ -291,7 +300,9 @@ const failed = await runCases([
         throw new Error(`threads ${r.one.threads}, ${r.pool.threads}, ${r.auto.threads} (cores ${cores})`);
       if (!errs.every((e) => e <= 1e-5) || !same.every((d) => d === 0))
         throw new Error(`max abs errors ${errs}; pool vs one thread ${same}`);
-      return `1, 3 and ${cores} (auto) threads, 6 batches of 2: max abs error ${errs[0].toExponential(2)}, pools bit-identical to one thread`;
+      const fetched = wasmHits() - wasmBefore;
+      if (fetched !== 0) throw new Error(`the pools' ${3 + cores} workers fetched the .wasm ${fetched} times`);
+      return `1, 3 and ${cores} (auto) threads, 6 batches of 2: max abs error ${errs[0].toExponential(2)}, pools bit-identical to one thread; no worker fetched the .wasm`;
     },
   ],
   [
