@@ -54,9 +54,10 @@ export async function fetchUrl(url, init) {
     await handle?.close();
     return new Response(null, { status: 404, statusText: 'Not Found' });
   }
-  if (init?.method === 'HEAD') await handle.close();
-  const body = init?.method === 'HEAD' ? null : fileBody(handle);
-  return new Response(body, { status: 200, headers: { 'content-length': String(info.size) } });
+  const headers = { 'content-length': String(info.size) };
+  if (init?.method !== 'HEAD') return new Response(fileBody(handle), { status: 200, headers });
+  await handle.close();
+  return new Response(null, { status: 200, headers });
 }
 
 /** Bytes a read asks for at most: progress events come this often. */
