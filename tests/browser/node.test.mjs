@@ -10,11 +10,12 @@
 //   node tests/browser/node.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs all)
 
 import { execFile } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { FIXTURES, ROOT, expected, installPackage, maxAbsDiff, runCases, serve } from './harness.mjs';
+import { DEFAULT_MODEL } from '../../www/serve.mjs';
 
 // The CPU path, as in npm.test.mjs.
 const CPU_TOL = 1e-5;
@@ -33,10 +34,9 @@ const st5 = await import(pathToFileURL(join(app, 'st5.mjs')).href);
 const { wasmFlavor } = await import(pathToFileURL(join(app, 'node_modules/st5/runtime.js')).href);
 
 // A fake Hugging Face hub: `{hub}/{id}/resolve/{revision}/{file}`, and the fixtures over http.
-const DEFAULT_DIR = join(ROOT, 'models', readFileSync(join(ROOT, 'models/DEFAULT'), 'utf8').trim());
 const server = await serve({
   '/models/': FIXTURES,
-  '/default/': DEFAULT_DIR,
+  '/default/': DEFAULT_MODEL,
   '/hub/st5-test/tiny/resolve/main/': DIR,
 });
 const hubUrl = `${server.url}/hub`;
@@ -89,7 +89,7 @@ const failed = await runCases([
         const weights = progress.filter((p) => p.stage === 'download' && p.file === 'model.safetensors');
         return { rows, reads: weights.filter((p) => p.loaded < p.total).length + 1 };
       };
-      const disk = await rowsOf(DEFAULT_DIR);
+      const disk = await rowsOf(DEFAULT_MODEL);
       const http = await rowsOf(`${server.url}/default/`);
       if (!(disk.reads > 1)) throw new Error(`the weights came in ${disk.reads} read(s): the test needs several`);
       const diff = maxAbsDiff(disk.rows, http.rows);

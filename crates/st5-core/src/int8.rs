@@ -318,9 +318,6 @@ mod tests {
             .collect()
     }
 
-    /// The int8 Linear equals, bit for bit, st5-int8's scalar kernel on the same codes, whatever
-    /// the thread split; tracks the f32 product of the dequantized weights; keeps leading
-    /// dimensions; adds a bias; and an empty batch gives an empty result.
     /// Several weights on one input (quantized once) give, bit for bit, what each weight gives
     /// on its own, for row counts below and above the per-thread block and outputs of different
     /// widths.
@@ -346,6 +343,9 @@ mod tests {
         }
     }
 
+    /// The int8 Linear equals, bit for bit, st5-int8's scalar kernel on the same codes, whatever
+    /// the thread split; tracks the f32 product of the dequantized weights; keeps leading
+    /// dimensions; adds a bias; and an empty batch gives an empty result.
     #[test]
     fn linear_matches_the_scalar_kernel_and_tracks_f32() {
         let device = Device::flex();

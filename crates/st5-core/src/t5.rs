@@ -74,11 +74,10 @@ impl Linear {
         layers: [&Linear; N],
         x: Tensor<D>,
     ) -> [Tensor<D>; N] {
-        let int8 =
-            layers.map(|l| l.int8.as_ref().filter(|_| l.bias.is_none() && l.weight.is_none()));
+        let int8 = layers.map(|l| l.int8.as_ref().filter(|_| l.bias.is_none()));
         match int8.iter().copied().collect::<Option<Vec<_>>>() {
-            Some(ws) if N > 1 => int8::linears(x, ws.try_into().expect("one matrix per layer")),
-            _ => layers.map(|l| l.forward(x.clone())),
+            Some(ws) => int8::linears(x, ws.try_into().expect("one matrix per layer")),
+            None => layers.map(|l| l.forward(x.clone())),
         }
     }
 }
