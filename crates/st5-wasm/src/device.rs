@@ -24,10 +24,11 @@ async fn webgpu() -> Result<(Device, Option<u64>), st5_core::Error> {
     Ok(d)
 }
 
-/// The device named by a `device` option (`"auto"` when absent), its buffer limit and name.
+/// The device named by a `device` option (`"auto"` when absent), its buffer limit and which of
+/// the two it is (`web_name` names it to JS).
 pub(crate) async fn pick_device(
     wanted: Option<&str>,
-) -> Result<(Device, Option<u64>, &'static str), JsValue> {
+) -> Result<(Device, Option<u64>, DeviceChoice), JsValue> {
     let wanted = match wanted.unwrap_or("auto") {
         "auto" => None,
         name => Some(name.parse::<DeviceChoice>().map_err(js_error)?),
@@ -46,7 +47,7 @@ pub(crate) async fn pick_device(
         // A device only a native build has (the trainer's CUDA).
         Some(other) => return Err(invalid(&format!("device `{other}` is not offered here"))),
     };
-    Ok((device, limit, choice.web_name()))
+    Ok((device, limit, choice))
 }
 
 /// The lower of two optional limits.

@@ -46,7 +46,7 @@ impl Index {
     /// An empty index of `dim`-wide vectors on `options.device` (`auto`, `webgpu` or `cpu`).
     pub async fn create(dim: usize, options: JsValue) -> Result<Index, JsValue> {
         let options: IndexOptions = options_from_js(options, "index options")?;
-        let (device, limit, name) = pick_device(options.device.as_deref()).await?;
+        let (device, limit, choice) = pick_device(options.device.as_deref()).await?;
         let limit = lower(limit, options.max_buffer_bytes);
         let quantize = options.quantize.unwrap_or_default();
         let mut index =
@@ -54,7 +54,7 @@ impl Index {
         if let Some(rows) = options.shard_rows {
             index = index.with_shard_rows(rows);
         }
-        Ok(Index { inner: RefCell::new(index), device: name })
+        Ok(Index { inner: RefCell::new(index), device: choice.web_name() })
     }
 
     /// Appends row-major vectors; they take the next ids (a quantized index encodes them).

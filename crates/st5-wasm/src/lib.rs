@@ -8,6 +8,7 @@
 //! `device` option to a device) and `js` (errors and options at the JS boundary).
 
 mod device;
+mod heap;
 mod index;
 mod js;
 mod model;

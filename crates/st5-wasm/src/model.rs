@@ -4,10 +4,13 @@ use std::rc::Rc;
 
 use js_sys::{Float32Array, Object, Promise, Uint8Array};
 use serde::Deserialize;
-use st5_core::{Compute, DEFAULT_BATCH_SIZE, Embedder, LoadOptions, MemoryFiles, Variant};
+use st5_core::{
+    Compute, DEFAULT_BATCH_SIZE, DeviceChoice, Embedder, LoadOptions, MemoryFiles, Variant,
+};
 use wasm_bindgen::prelude::*;
 
 use crate::device::{lower, pick_device};
+use crate::heap;
 use crate::js::{invalid, js_error, options_from_js};
 
 /// Options accepted by [`Model::load`], as a plain JS object.
@@ -38,25 +41,38 @@ fn entries(value: &JsValue, what: &str) -> Result<js_sys::Array, JsValue> {
     }
 }
 
-/// Reads `{ "path": Uint8Array | ArrayBuffer }` (or a `Map` of the same) into memory.
-fn files_from_js(files: &JsValue, label: &str) -> Result<MemoryFiles, JsValue> {
-    let mut out = MemoryFiles { label: label.into(), ..Default::default() };
+/// The files of `{ "path": Uint8Array | ArrayBuffer }` (or a `Map` of the same), as views of the
+/// caller's bytes: nothing is copied yet.
+fn files_from_js(files: &JsValue) -> Result<Vec<(String, Uint8Array)>, JsValue> {
+    let mut out = Vec::new();
     for entry in entries(files, "files")?.iter() {
         let pair = js_sys::Array::from(&entry);
         let name = pair.get(0).as_string().ok_or_else(|| invalid("file names must be strings"))?;
-        let value = pair.get(1);
-        if !(value.is_instance_of::<Uint8Array>() || value.is_instance_of::<js_sys::ArrayBuffer>())
-        {
-            return Err(invalid(&format!(
-                "file `{name}` must be a Uint8Array or ArrayBuffer (read Blobs first)"
-            )));
-        }
-        out.files.insert(
-            name.trim_start_matches("./").to_string(),
-            Uint8Array::new(&value).to_vec().into(),
-        );
+        // A Uint8Array is taken as it is: `new Uint8Array(array)` would copy it on the JS heap
+        // first (125 ms and a garbage collection for a 110 MB file).
+        let bytes = match pair.get(1).dyn_into::<Uint8Array>() {
+            Ok(bytes) => bytes,
+            Err(value) if value.is_instance_of::<js_sys::ArrayBuffer>() => Uint8Array::new(&value),
+            Err(_) => {
+                return Err(invalid(&format!(
+                    "file `{name}` must be a Uint8Array or ArrayBuffer (read Blobs first)"
+                )));
+            }
+        };
+        out.push((name.trim_start_matches("./").to_string(), bytes));
     }
     Ok(out)
+}
+
+/// Copies `files` into wasm memory, having reserved what a CPU load of them needs at its peak
+/// (`heap`) when `cpu`.
+fn files_into_memory(files: Vec<(String, Uint8Array)>, label: &str, cpu: bool) -> MemoryFiles {
+    if cpu {
+        let bytes = files.iter().map(|(_, b)| b.length() as usize).sum();
+        heap::reserve(heap::load_peak(bytes));
+    }
+    let files = files.into_iter().map(|(name, bytes)| (name, bytes.to_vec().into())).collect();
+    MemoryFiles { label: label.into(), files }
 }
 
 /// A loaded Sentence-T5 model.
@@ -77,9 +93,14 @@ impl Model {
         options: JsValue,
         label: Option<String>,
     ) -> Result<Model, JsValue> {
-        let files = files_from_js(&files, label.as_deref().unwrap_or("files:"))?;
+        let files = files_from_js(&files)?;
         let options: Options = options_from_js(options, "options")?;
-        let (device, limit, name) = pick_device(options.device.as_deref()).await?;
+        let (device, limit, choice) = pick_device(options.device.as_deref()).await?;
+        let files = files_into_memory(
+            files,
+            label.as_deref().unwrap_or("files:"),
+            choice == DeviceChoice::Cpu,
+        );
         let load = LoadOptions {
             variant: options
                 .variant
@@ -102,7 +123,7 @@ impl Model {
         let embedder = Embedder::load_from(&files, &load, &device).map_err(js_error)?;
         let weight_files =
             st5_core::fingerprint::weight_files(&files, embedder.layout()).map_err(js_error)?;
-        Ok(Model { embedder: Rc::new(embedder), device: name, weight_files })
+        Ok(Model { embedder: Rc::new(embedder), device: choice.web_name(), weight_files })
     }
 
     /// The weight files this model was loaded from, in name order: the files whose hashes make
