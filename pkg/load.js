@@ -95,7 +95,8 @@ export async function loadKnowing(modelSource, options, knownHashes) {
   const model = new Model(inner, reload, modelOptions, await id, applied);
   // Each worker holds what the page's model holds: its weights as loaded (int8 codes for an int8
   // model, f32 otherwise), not the files' size.
-  const workers = threads ?? defaultThreads(inner.weightBytes, await cores());
+  const machineCores = await cores();
+  const workers = threads ?? defaultThreads(inner.weightBytes, machineCores);
   if (inner.device !== 'cpu' || !(workers > 1) || !canStartWorkers) return model;
   // Workers get the fetched files (a copy each) and load them on the CPU, one thread each.
   const workerOptions = { ...modelOptions, device: 'cpu', threads: 1, prompt: applied?.bytes };
@@ -104,7 +105,7 @@ export async function loadKnowing(modelSource, options, knownHashes) {
     { length: workers },
     () => () => startWorker(files, workerOptions, { hashes: hashByName }),
   );
-  const pool = new PoolModel(model, spawners);
+  const pool = new PoolModel(model, spawners, machineCores);
   // Not awaited: the workers load beside whatever the page does next.
   if (startWorkers) pool.startWorkers();
   return pool;

@@ -4,8 +4,8 @@
 // reference fixture loaded by path, by file: URL, over http and by hub id from a fake hub on
 // localhost, compared with the Python reference (tests/reference/make_fixtures.py) within the
 // browser CPU path's 1e-5; the CPU pool on worker_threads against one thread; loadInWorker; a
-// search index in memory (Node has no IndexedDB or OPFS); and a script that never disposes its
-// model still exits.
+// search index in memory (Node has no IndexedDB or OPFS); a script that never disposes its
+// model still exits; and which batches the pool's page runs while its workers load.
 //
 //   node tests/browser/node.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs all)
 
@@ -163,6 +163,50 @@ const failed = await runCases([
         if (!names[i].every((w) => m.includes(w))) throw new Error(`error ${i}: ${m}`);
       });
       return `max abs error ${err.toExponential(2)}; "${refused[1].slice(0, 120)}"`;
+    },
+  ],
+  [
+    'the_page_leaves_batches_to_workers_loading_on_every_core',
+    async () => {
+      // PoolModel alone, over a fake page model and fake workers that load after 50 ms: which
+      // batches of a first call the page runs itself, by cores and by whether the workers load.
+      const { PoolModel } = await import(pathToFileURL(join(app, 'node_modules/st5/pool.js')).href);
+      const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+      const fake = (runs) => ({
+        dim: 1,
+        planBatches: (texts) => texts.map((_, i) => [i]),
+        embedFlat: async (texts) => {
+          runs.push(texts[0]);
+          await sleep(5);
+          return new Float32Array(texts.map(Number));
+        },
+        dispose: async () => {},
+      });
+      const cases = [
+        // workers, cores, workers load?, batches the page should run of 8
+        [2, 2, true, 0],
+        [3, 2, true, 0],
+        [2, 4, true, 8],
+        [2, 2, false, 8],
+      ];
+      for (const [workers, cores, loads, want] of cases) {
+        const page = [];
+        const spawners = Array.from({ length: workers }, () => async () => {
+          await sleep(50);
+          if (!loads) throw new Error('this worker fails to start');
+          return fake([]);
+        });
+        const pool = new PoolModel(fake(page), spawners, cores);
+        const texts = Array.from({ length: 8 }, (_, i) => String(i));
+        const warn = console.warn;
+        console.warn = () => {};
+        const out = await pool.embedFlat(texts).finally(() => (console.warn = warn));
+        await pool.dispose();
+        const what = `${workers} workers on ${cores} cores${loads ? '' : ', failing'}`;
+        if (out.join() !== texts.join()) throw new Error(`${what}: rows ${out.join()}`);
+        if (page.length !== want) throw new Error(`${what}: the page ran ${page.length} batches, not ${want}`);
+      }
+      return 'workers loading on every core: the page ran none of 8 batches; a core left over: all 8 before the workers loaded; workers failing: all 8';
     },
   ],
   [
