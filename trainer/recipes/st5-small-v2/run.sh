@@ -7,10 +7,11 @@
 #   shards (targets/mpnet-pca384/, int8) are committed as they are written, so a new machine
 #   embeds only the shards not packed yet;
 # - stages/1-distill, stages/2-distill (one pass over the sentences, cut in two interleaved halves),
-#   stages/3-distill-more, stages/4-nli: each stage's model, committed in parts
+#   stages/3-distill-more, stages/5-distill, stages/6-nli: each stage's model, committed in parts
 #   (scripts/model-parts.sh split DIR) once it finishes, so the next stage starts from it
 #   anywhere; a stage interrupted mid-way resumes from its checkpoint when the data directory
-#   survived, else it starts over.
+#   survived, else it starts over. stages/4-nli (NLI straight after stage 3) is a side branch the
+#   log compares against; the chain does not need it.
 # Python: tests/reference/requirements.txt, then
 #   pip install --no-deps -r trainer/recipes/st5-small-v2/requirements.txt
 set -euo pipefail
@@ -32,12 +33,12 @@ if ! stage_done 3-distill-more; then
     "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher --config "$here/student.json" --out "$data/init"
   fi
 fi
-if ! stage_done 4-nli && [ ! -f "$data/nli.jsonl" ]; then
+if ! stage_done 6-nli && [ ! -f "$data/nli.jsonl" ]; then
   "$PY" trainer/recipes/st5-mini/nli.py --out "$data/nli.jsonl"
 fi
 cargo build --release --locked --bin trainer --bin st5
 bin=${CARGO_TARGET_DIR:-target}/release
-for stage in 1-distill 2-distill 3-distill-more 4-nli; do
+for stage in 1-distill 2-distill 3-distill-more 5-distill 6-nli; do
   stage_done "$stage" && continue
   resume=""
   [ -f "$data/checkpoints/$stage/latest/trainer_state.json" ] && resume="--resume"
@@ -46,6 +47,6 @@ for stage in 1-distill 2-distill 3-distill-more 4-nli; do
   echo "stage $stage finished: commit $here/stages/$stage (its parts, not model.safetensors)"
 done
 # What a browser downloads (every file but the card), then STS-B dev by genre and the STS table.
-final="$here/stages/4-nli"
+final="$here/stages/6-nli"
 find "$final" -type f ! -name README.md ! -name '*.part*' -printf '%s\n' | awk '{ s += $1 } END { printf "download: %d bytes\n", s }'
 ST5="$bin/st5" "$PY" trainer/recipes/st5-small/genre.py "$final"
