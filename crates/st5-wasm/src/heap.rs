@@ -1,10 +1,12 @@
 //! Reserving wasm memory for a model load in one step.
 //!
 //! The allocator (dlmalloc) grows wasm memory by what each allocation lacks, so a load that
-//! builds a few hundred weight tensors grows it a few hundred times, and in V8 each growth of a
+//! builds a few hundred weight tensors grows it a few hundred times, and in Node each growth of a
 //! large memory costs far more than its size: loading a sentence-t5-base-size int8 model (113 MB
 //! of files, 239 MiB of wasm memory at its peak) took 814 ms in a fresh instance against 233 ms
-//! in one that had loaded it before, in Node on 2 cores, most of it in the garbage collector.
+//! in one that had loaded it before, on 2 cores, most of it in the garbage collector. Chromium
+//! showed no such cost (2 base-size pool workers were ready in 0.77 s without the reservation,
+//! 0.70-0.77 s with it); the reservation is kept there too, as it costs only address space.
 //! One allocation of the load's peak, freed at once, grows memory once; dlmalloc keeps the freed
 //! block (wasm memory never shrinks) and carves the load's allocations out of it. The same load
 //! then took 374 ms. Reserving less than the peak gives back most of the gain (230 MB: 630 ms),
