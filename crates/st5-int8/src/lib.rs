@@ -181,9 +181,16 @@ mod tests {
     }
 }
 
-/// Timing, not a check (ignored): the kernel and the quantizer at the built-in default's shapes,
-/// for the wasm engine at hand. `cargo test --release --target wasm32-unknown-unknown --
-/// --ignored` (Node; add the relaxed-SIMD flags of the crate documentation for that kernel).
+/// Timing, not a check (ignored): the kernel and the quantizer at the built-in default's shapes
+/// and sentence-t5-base's, for the wasm engine at hand, with wasm-bindgen-test-runner as the
+/// target's runner (`CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER`):
+/// `cargo test --release --target wasm32-unknown-unknown --features relaxed-simd --
+/// --include-ignored --nocapture time_the` runs it in Node (with `NODE_ARGS` as in
+/// scripts/wasm-test.sh); `WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=$(command -v chromedriver)`
+/// before it, in Chromium (`webdriver.json`, st5-wasm's flags). Node 20's V8 runs the relaxed
+/// kernel no faster than SIMD128; Chromium 156 runs it at up to ~155 GOPS here, more than two
+/// multiplying instructions per product could reach, so its V8 uses the CPU's one-instruction
+/// VNNI dot product (docs/browser.md has the figures).
 #[cfg(all(test, target_arch = "wasm32"))]
 mod wasm_timing {
     use wasm_bindgen_test::{console_log, wasm_bindgen_test};
@@ -195,12 +202,20 @@ mod wasm_timing {
     #[ignore]
     fn time_the_kernels() {
         let mut rng = Lcg(3);
-        for (m, k, n) in [(480, 384, 384), (480, 384, 1536), (480, 1536, 384)] {
+        let shapes = [
+            (480, 384, 384),
+            (480, 384, 1536),
+            (480, 1536, 384),
+            (480, 768, 768),
+            (480, 768, 3072),
+            (480, 3072, 768),
+        ];
+        for (m, k, n) in shapes {
             let x: Vec<f32> = (0..m * k).map(|_| rng.normal(1.0)).collect();
             let w = Weights::new(&rng.codes(n * k), &vec![0.01; n], n, k);
             let mut out = vec![0f32; m * n];
             let now = js_sys::Date::now;
-            let reps = 5;
+            let reps = 20;
             let t0 = now();
             for _ in 0..reps {
                 core::hint::black_box(quantize_rows_asymmetric(&x, k));
