@@ -12,6 +12,8 @@
 #   anywhere; a stage interrupted mid-way resumes from its checkpoint when the data directory
 #   survived, else it starts over. stages/4-nli (NLI straight after stage 3) is a side branch the
 #   log compares against; the chain does not need it.
+# - BRANCH=warm: the second branch instead, stages/7-warm-distill and stages/8-nli, from
+#   warm_start.py's step 0 (st5-small grown to 6 layers, its Dense aligned to the targets).
 # Python: tests/reference/requirements.txt, then
 #   pip install --no-deps -r trainer/recipes/st5-small-v2/requirements.txt
 set -euo pipefail
@@ -27,18 +29,28 @@ TARGETS=${TARGETS:-mpnet-pca384}
 stage_done() { [ -e "$here/stages/$1/model.safetensors.part0" ] || [ -e "$here/stages/$1/model.safetensors" ]; }
 bash scripts/model-parts.sh join "$here"/stages/*/ 2>/dev/null || true
 
-if ! stage_done 3-distill-more; then
+if [ "${BRANCH:-chain}" = warm ]; then
+  stages="7-warm-distill 8-nli"
+else
+  stages="1-distill 2-distill 3-distill-more 5-distill 6-nli"
+fi
+first=${stages%% *} final=${stages##* }
+if ! stage_done "$first" || { [ "$first" = 1-distill ] && ! stage_done 3-distill-more; }; then
   "$PY" "$here/vectors.py" --teachers mpnet --bf16 --pack --targets "$TARGETS" --split 2
-  if [ ! -f "$data/init/model.safetensors" ]; then
+  if [ "$first" = 1-distill ] && [ ! -f "$data/init/model.safetensors" ]; then
     "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher --config "$here/student.json" --out "$data/init"
   fi
 fi
-if ! stage_done 6-nli && [ ! -f "$data/nli.jsonl" ]; then
+if ! stage_done "$final" && [ ! -f "$data/nli.jsonl" ]; then
   "$PY" trainer/recipes/st5-mini/nli.py --out "$data/nli.jsonl"
 fi
 cargo build --release --locked --bin trainer --bin st5
 bin=${CARGO_TARGET_DIR:-target}/release
-for stage in 1-distill 2-distill 3-distill-more 5-distill 6-nli; do
+if [ "$first" = 7-warm-distill ] && ! stage_done "$first"; then
+  bash scripts/model-parts.sh join models/st5-small/
+  ST5="$bin/st5" "$PY" "$here/warm_start.py"
+fi
+for stage in $stages; do
   stage_done "$stage" && continue
   resume=""
   [ -f "$data/checkpoints/$stage/latest/trainer_state.json" ] && resume="--resume"
@@ -46,7 +58,7 @@ for stage in 1-distill 2-distill 3-distill-more 5-distill 6-nli; do
   bash scripts/model-parts.sh split "$here/stages/$stage/"
   echo "stage $stage finished: commit $here/stages/$stage (its parts, not model.safetensors)"
 done
-# What a browser downloads (every file but the card), then STS-B dev by genre and the STS table.
-final="$here/stages/6-nli"
+# What a browser downloads (every file but the card), then STS-B dev by genre and SICK-R train + trial.
+final="$here/stages/$final"
 find "$final" -type f ! -name README.md ! -name '*.part*' -printf '%s\n' | awk '{ s += $1 } END { printf "download: %d bytes\n", s }'
-ST5="$bin/st5" "$PY" trainer/recipes/st5-small/genre.py "$final"
+ST5="$bin/st5" "$PY" trainer/recipes/st5-small/genre.py "$final" --sick

@@ -3,6 +3,11 @@ directories, embedded with the `st5` CLI. Dev only: decisions are never made on 
 
     python trainer/recipes/st5-small/genre.py models/st5-mini [MODEL_DIR ...]
     python trainer/recipes/st5-small/genre.py MODEL_DIR --whiten TRAIN_TEXTS.txt
+    python trainer/recipes/st5-small/genre.py models/st5-small [MODEL_DIR ...] --sick
+
+`--sick` also scores SICK-R's other splits, train and trial (5,000 pairs; `st5 eval`'s SICK-R is
+the test split): a second dev set, so that a decision does not rest on STS-B dev's 1,500 pairs
+alone.
 
 `--whiten` also scores linear post-processings fitted on the model's embeddings of TRAIN_TEXTS
 (one training sentence a line, never dev or test): the mean direction projected out, then
@@ -20,6 +25,7 @@ from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parents[3]
 DEV = ROOT.parent / "shared" / "data" / "stsbenchmark" / "sts-dev.csv"
+SICK_DEV = [ROOT.parent / "shared" / "data" / "sick" / f for f in ["SICK_train.txt", "SICK_trial.txt"]]
 ST5 = os.environ.get("ST5", str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "st5"))
 
 
@@ -40,10 +46,20 @@ def scores(ea, eb, y, genre, w=None):
     return " ".join(f"{name} {spearmanr(s[m], y[m])[0] * 100:.2f}" for name, m in parts)
 
 
+def sick_dev():
+    """SICK train and trial: (sentences A, sentences B, relatedness) over both files."""
+    rows = []
+    for path in SICK_DEV:
+        lines = open(path, encoding="utf-8").read().splitlines()
+        rows += [line.split("\t") for line in lines[1:] if line]
+    return [r[1] for r in rows], [r[2] for r in rows], np.array([float(r[3]) for r in rows])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+")
     ap.add_argument("--whiten", help="training sentences to fit the post-processings on")
+    ap.add_argument("--sick", action="store_true", help="also score SICK-R train + trial")
     args = ap.parse_args()
     rows = [r for r in (line.rstrip("\n").split("\t") for line in open(DEV, encoding="utf-8")) if len(r) >= 7]
     y = np.array([float(r[4]) for r in rows])
@@ -51,6 +67,10 @@ def main():
     for model in args.models:
         ea, eb = embed(model, [r[5] for r in rows]), embed(model, [r[6] for r in rows])
         print(model, scores(ea, eb, y, genre))
+        if args.sick:
+            a, b, rel = sick_dev()
+            s = (embed(model, a) * embed(model, b)).sum(1)
+            print(f"  SICK-R train + trial {spearmanr(s, rel)[0] * 100:.2f}")
         if args.whiten:
             t = embed(model, Path(args.whiten).read_text().splitlines())
             eye = np.eye(t.shape[1])

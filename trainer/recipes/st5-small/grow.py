@@ -1,12 +1,15 @@
-"""The st5-small candidate at step 0: st5-mini grown from 2 to 4 layers.
+"""A trained model grown deeper at step 0: the st5-small candidate was st5-mini grown from 2 to 4
+layers; st5-small-v2's warm start (`../st5-small-v2/warm_start.py`) grows st5-small from 4 to 6.
 
-Copies every tensor of the trained st5-mini (models/st5-mini: token embeddings, blocks 0-1, the
-final norm, the Dense) and appends blocks whose attention output `o` and FFN output `wo` are zero,
-so the grown model starts as exactly st5-mini (the new blocks add nothing to the residual stream)
-and training only has to learn what the extra depth is for. The new blocks' other weights use
-transformers' T5 initialisation (seeded).
+Copies every tensor of the trained model (`--from`, default models/st5-mini: token embeddings,
+its blocks, the final norm, the Dense) and appends blocks whose attention output `o` and FFN
+output `wo` are zero, so the grown model starts as exactly the trained one (the new blocks add
+nothing to the residual stream) and training only has to learn what the extra depth is for. The
+new blocks' other weights use transformers' T5 initialisation (seeded).
 
 Writes a sentence-transformers directory that the trainer's `model.init` loads unchanged.
+`--from` must hold f16 or f32 weights: an int8 model (st5-small) is first written in f32 by
+`st5 quantize --dtype f32`.
 
     python trainer/recipes/st5-small/grow.py --out target/st5-small-init
 """
@@ -26,22 +29,21 @@ sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-mini"))
 from student_init import identity_blocks, save_fresh  # noqa: E402
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "target" / "st5-small-init"))
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
-    torch.manual_seed(args.seed)
-
+def grow(src, layers, out, seed=1):
+    """Writes `src` (a sentence-transformers directory, f16 or f32) grown to `layers` blocks into
+    `out`; returns the number of blocks it had."""
     from safetensors.torch import load_file, save_file
     from transformers import T5Config, T5EncoderModel
 
-    cfg = json.loads((MINI / "config.json").read_text())
+    torch.manual_seed(seed)
+    cfg = json.loads((src / "config.json").read_text())
     grown_from = cfg["num_layers"]
-    cfg["num_layers"] = args.layers
+    cfg["num_layers"] = layers
     model = T5EncoderModel(T5Config(**cfg)).eval()
-    mini = {k: v.float() for k, v in load_file(str(MINI / "model.safetensors")).items()}
+    mini = load_file(str(src / "model.safetensors"))
+    if any(not v.is_floating_point() for v in mini.values()):
+        raise SystemExit(f"{src}: int8 weights; write it in f32 first (st5 quantize --dtype f32)")
+    mini = {k: v.float() for k, v in mini.items()}
     state = model.state_dict()
     with torch.no_grad():
         for name, value in mini.items():
@@ -49,15 +51,25 @@ def main():
             state[name].copy_(value)
     identity_blocks(model.encoder.block[grown_from:])
 
-    out = Path(args.out)
     save_fresh(model, out)
     for f in ["tokenizer.json", "tokenizer_config.json", "modules.json", "sentence_bert_config.json"]:
-        shutil.copy(MINI / f, out / f)
+        shutil.copy(src / f, out / f)
     for sub in ["1_Pooling", "2_Dense", "3_Normalize"]:
-        shutil.copytree(MINI / sub, out / sub)
-    dense = load_file(str(MINI / "2_Dense" / "model.safetensors"))
+        shutil.copytree(src / sub, out / sub)
+    dense = load_file(str(src / "2_Dense" / "model.safetensors"))
     save_file({k: v.float() for k, v in dense.items()}, str(out / "2_Dense" / "model.safetensors"))
-    print("wrote", out, f"({grown_from} → {args.layers} layers)")
+    return grown_from
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--from", dest="src", default=str(MINI), help="the trained model to grow")
+    ap.add_argument("--out", default=str(ROOT / "target" / "st5-small-init"))
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    grown_from = grow(Path(args.src), args.layers, Path(args.out), args.seed)
+    print("wrote", args.out, f"({grown_from} → {args.layers} layers)")
 
 
 if __name__ == "__main__":
