@@ -34,10 +34,11 @@ if [ "${BRANCH:-chain}" = warm ]; then
 else
   stages="1-distill 2-distill 3-distill-more 5-distill 6-nli"
 fi
-first=${stages%% *} final=${stages##* }
-if ! stage_done "$first" || { [ "$first" = 1-distill ] && ! stage_done 3-distill-more; }; then
+first=${stages%% *} final=${stages##* } distilled=${stages% *}
+# The targets are needed until the branch's last distillation stage (the one before NLI) is done.
+if ! stage_done "${distilled##* }"; then
   "$PY" "$here/vectors.py" --teachers mpnet --bf16 --pack --targets "$TARGETS" --split 2
-  if [ "$first" = 1-distill ] && [ ! -f "$data/init/model.safetensors" ]; then
+  if [ "$first" = 1-distill ] && ! stage_done 1-distill && [ ! -f "$data/init/model.safetensors" ]; then
     "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher --config "$here/student.json" --out "$data/init"
   fi
 fi

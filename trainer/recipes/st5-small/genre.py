@@ -64,11 +64,12 @@ def main():
     rows = [r for r in (line.rstrip("\n").split("\t") for line in open(DEV, encoding="utf-8")) if len(r) >= 7]
     y = np.array([float(r[4]) for r in rows])
     genre = np.array([r[0] for r in rows])
+    sick = sick_dev() if args.sick else None
     for model in args.models:
         ea, eb = embed(model, [r[5] for r in rows]), embed(model, [r[6] for r in rows])
         print(model, scores(ea, eb, y, genre))
-        if args.sick:
-            a, b, rel = sick_dev()
+        if sick:
+            a, b, rel = sick
             s = (embed(model, a) * embed(model, b)).sum(1)
             print(f"  SICK-R train + trial {spearmanr(s, rel)[0] * 100:.2f}")
         if args.whiten:
