@@ -14,6 +14,8 @@
 #   log compares against; the chain does not need it.
 # - BRANCH=warm: the second branch instead, stages/7-warm-distill and stages/8-nli, from
 #   warm_start.py's step 0 (st5-small grown to 6 layers, its Dense aligned to the targets).
+# - BRANCH=both: the third, stages/9-both-distill and stages/10-nli: the same step 0 aligned to
+#   targets from both teachers (both-pca384; the old teacher's vectors take ~10 minutes).
 # Python: tests/reference/requirements.txt, then
 #   pip install --no-deps -r trainer/recipes/st5-small-v2/requirements.txt
 set -euo pipefail
@@ -24,20 +26,20 @@ data=${ST5_DATA:-/var/tmp/st5-small-v2-data}
 mkdir -p "$data" target
 ln -sfn "$data" target/st5-small-v2-data
 export ST5_DATA="$data"
-TARGETS=${TARGETS:-mpnet-pca384}
 
 stage_done() { [ -e "$here/stages/$1/model.safetensors.part0" ] || [ -e "$here/stages/$1/model.safetensors" ]; }
 bash scripts/model-parts.sh join "$here"/stages/*/ 2>/dev/null || true
 
-if [ "${BRANCH:-chain}" = warm ]; then
-  stages="7-warm-distill 8-nli"
-else
-  stages="1-distill 2-distill 3-distill-more 5-distill 6-nli"
-fi
+teachers=mpnet targets=mpnet-pca384 warm=warm
+case "${BRANCH:-chain}" in
+  warm) stages="7-warm-distill 8-nli" ;;
+  both) stages="9-both-distill 10-nli" teachers=mpnet,minilm targets=both-pca384 warm=warm-both ;;
+  *) stages="1-distill 2-distill 3-distill-more 5-distill 6-nli" ;;
+esac
 first=${stages%% *} final=${stages##* } distilled=${stages% *}
 # The targets are needed until the branch's last distillation stage (the one before NLI) is done.
 if ! stage_done "${distilled##* }"; then
-  "$PY" "$here/vectors.py" --teachers mpnet --bf16 --pack --targets "$TARGETS" --split 2
+  "$PY" "$here/vectors.py" --teachers $teachers --bf16 --pack --targets $targets --split 2
   if [ "$first" = 1-distill ] && ! stage_done 1-distill && [ ! -f "$data/init/model.safetensors" ]; then
     "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher --config "$here/student.json" --out "$data/init"
   fi
@@ -47,9 +49,9 @@ if ! stage_done "$final" && [ ! -f "$data/nli.jsonl" ]; then
 fi
 cargo build --release --locked --bin trainer --bin st5
 bin=${CARGO_TARGET_DIR:-target}/release
-if [ "$first" = 7-warm-distill ] && ! stage_done "$first"; then
+if [ "$first" != 1-distill ] && ! stage_done "$first"; then
   bash scripts/model-parts.sh join models/st5-small/
-  ST5="$bin/st5" "$PY" "$here/warm_start.py"
+  ST5="$bin/st5" "$PY" "$here/warm_start.py" --out "$data/$warm" --targets "targets-$targets.npy"
 fi
 for stage in $stages; do
   stage_done "$stage" && continue
