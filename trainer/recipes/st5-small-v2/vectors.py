@@ -220,8 +220,8 @@ def both_halves(minilm, mpnet_pca384):
 
 def dev_report(out):
     """STS-B dev Spearman × 100 (overall and by genre) of each target kind, as a student that
-    matched it exactly would score: the teachers embed the dev sentences, and the projection is
-    fitted on the first shard of training vectors, as `targets` fits it on all of them."""
+    matched it exactly would score: the teachers embed the dev sentences, and each projection is
+    the one the targets use (fitted on the first shard of training vectors)."""
     rows = [r for r in (line.rstrip("\n").split("\t") for line in open(DEV, encoding="utf-8")) if len(r) >= 7]
     y = np.array([float(r[4]) for r in rows])
     genre = np.array([r[0] for r in rows])
@@ -229,20 +229,22 @@ def dev_report(out):
     for name in teachers.TEACHERS:
         m = teachers.load(name)
         dev[name] = [m.encode([r[i] for r in rows], batch_size=64, normalize_embeddings=True, convert_to_numpy=True) for i in (5, 6)]
-    p = pca(np.load(out / "mpnet" / "shard-00000.npy"), 384)
+    # The committed projection: the one fitted on the first shard, which a new machine has only
+    # in packed form.
+    p = np.load(PACKED / "projection.npy")
     kinds = {
         "minilm": dev["minilm"],
         "mpnet": dev["mpnet"],
         "mpnet-pca384": [normalise(v @ p) for v in dev["mpnet"]],
         "concat": [normalise(np.concatenate([a, b], 1)) for a, b in zip(dev["minilm"], dev["mpnet"])],
     }
-    packed = np.load(PACKED / "projection.npy")
-    both = [both_halves(a, normalise(b @ packed)) for a, b in zip(dev["minilm"], dev["mpnet"])]
+    both = [both_halves(a, b) for a, b in zip(dev["minilm"], kinds["mpnet-pca384"])]
     train = both_halves(np.load(out / "minilm" / "shard-00000.npy"), packed_targets(out, SHARD * PCA_SHARDS))
     q = pca(train, 384)
     kinds["both-pca384"] = [normalise(v @ q) for v in both]
     for kind, (a, b) in kinds.items():
         print(kind, scores(a, b, y, genre), flush=True)
+
 
 def main():
     ap = argparse.ArgumentParser()
