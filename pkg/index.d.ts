@@ -15,7 +15,7 @@ export type ModelSource =
   | File[];
 
 export type Device = 'webgpu' | 'cpu';
-export type Variant = 'enc-mean' | 'enc-first' | 'encdec-first';
+export type Variant = 'enc-mean' | 'enc-first' | 'encdec-first' | 'max' | 'mean-sqrt-len';
 
 export type ProgressEvent =
   | {

@@ -68,7 +68,7 @@ export class Model {
   get maxSeqLength() {
     return this.#live().maxSeqLength;
   }
-  /** `'enc-mean'`, `'enc-first'` or `'encdec-first'`. */
+  /** `'enc-mean'`, `'enc-first'`, `'encdec-first'`, `'max'` or `'mean-sqrt-len'`. */
   get variant() {
     return this.#live().variant;
   }

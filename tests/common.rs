@@ -28,7 +28,7 @@ pub fn tokenizer_json() -> PathBuf {
 }
 
 /// The model fixtures written by `tests/reference/make_fixtures.py`.
-pub const MODELS: [&str; 5] = [
+pub const MODELS: [&str; 8] = [
     "st-enc-mean-relu",
     "st-enc-first-gated-f16",
     "hf-t5-gated-bf16-sharded",
@@ -36,6 +36,11 @@ pub const MODELS: [&str; 5] = [
     // relative_attention_max_distance 16 with 32 buckets: valid for the encoder, which
     // transformers runs, though a causal decoder's bucketing would refuse it.
     "st-enc-mean-short-distance",
+    // BERT and MPNet (make_fixtures.py's family_fixture): every pooling, Dense with Tanh, `bert.`
+    // names with the pooler, f16, no Normalize, MPNet's position bias past the exact buckets.
+    "st-bert-gelu",
+    "st-bert-gelu-new-prefixed-f16",
+    "st-mpnet",
 ];
 
 /// `expected.json`: the sentences, their token ids and the reference embeddings per variant.
@@ -155,13 +160,17 @@ pub fn workspace_bin(name: &str) -> PathBuf {
 /// d_model 64, relu, mean pooling, Dense 64 → 32, Normalize, the fixture tokenizer. Big enough
 /// that a training step takes ~10 ms, so a test can kill a run mid-stage.
 pub fn save_random_model(dir: &Path) {
+    use st5_core::layout::DenseActivation;
     use st5_core::save::{SaveOptions, save_sentence_transformers};
-    use st5_core::{HeadConfig, SentenceT5, T5Config, Variant, WeightDtype};
+    use st5_core::{HeadConfig, ModelConfig, SentenceModel, Variant, WeightDtype};
     let cfg_json = serde_json::json!({"vocab_size": 32128, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 4, "num_heads": 4, "feed_forward_proj": "relu", "model_type": "t5"});
-    let cfg = T5Config::from_slice(cfg_json.to_string().as_bytes(), Path::new("cfg")).unwrap();
-    let head =
-        HeadConfig { variant: Variant::EncMean, dense: vec![(64, 32, false)], normalize: true };
-    let model = SentenceT5::init(&cfg, &head, &Device::flex());
+    let cfg = ModelConfig::from_slice(cfg_json.to_string().as_bytes(), Path::new("cfg")).unwrap();
+    let head = HeadConfig {
+        variant: Variant::EncMean,
+        dense: vec![(64, 32, false, DenseActivation::Identity)],
+        normalize: true,
+    };
+    let model = SentenceModel::init(&cfg, &head, &Device::flex());
     let tokenizer = std::fs::read(fixture("st-enc-mean-relu").join("tokenizer.json")).unwrap();
     let options = SaveOptions {
         config: cfg_json,

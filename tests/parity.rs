@@ -416,26 +416,40 @@ fn opts_clone<'a>(o: &st5_core::save::SaveOptions<'a>) -> st5_core::save::SaveOp
 }
 
 /// A model saved as a sentence-transformers directory loads back (through the ordinary loader)
-/// with identical embeddings, for both encoder poolings; a failed save keeps the old directory.
+/// with identical embeddings, for every family and pooling, Dense activations included; a failed
+/// save keeps the old directory.
 #[test]
 fn saved_model_loads_back_identically() {
+    use st5_core::layout::DenseActivation::{Identity, Tanh};
     use st5_core::save::{SaveOptions, save_sentence_transformers};
-    use st5_core::{HeadConfig, SentenceT5, T5Config};
+    use st5_core::{HeadConfig, ModelConfig, SentenceModel};
     let device = DeviceChoice::Cpu.device().unwrap();
-    let src = fixture("st-enc-mean-relu");
-    let config_json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
-    let cfg = T5Config::from_file(&src.join("config.json")).unwrap();
-    let tokenizer_json = std::fs::read(src.join("tokenizer.json")).unwrap();
     let texts = [
         "A man is playing a guitar.",
         "",
         "Zwei Hunde spielen im Schnee, und ein dritter schaut zu.",
     ];
-    for variant in [Variant::EncMean, Variant::EncFirst] {
-        let head = HeadConfig { variant, dense: vec![(cfg.d_model, 6, false)], normalize: true };
-        let model = SentenceT5::init(&cfg, &head, &device);
-        let dir = scratch_dir(&format!("saved-{variant}"));
+    // (fixture whose config and tokenizer the random model takes, pooling, Dense activation)
+    let cases = [
+        ("st-enc-mean-relu", Variant::EncMean, Identity),
+        ("st-enc-mean-relu", Variant::EncFirst, Identity),
+        ("st-bert-gelu", Variant::Max, Tanh),
+        ("st-mpnet", Variant::MeanSqrtLen, Identity),
+    ];
+    for (fixture_name, variant, act) in cases {
+        let src = fixture(fixture_name);
+        let config_json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+        let cfg_path = src.join("config.json");
+        let cfg = ModelConfig::from_slice(&std::fs::read(&cfg_path).unwrap(), &cfg_path).unwrap();
+        let tokenizer_json = std::fs::read(src.join("tokenizer.json")).unwrap();
+        let head = HeadConfig {
+            variant,
+            dense: vec![(cfg.d_model(), 6, act == Tanh, act)],
+            normalize: true,
+        };
+        let model = SentenceModel::init(&cfg, &head, &device);
+        let dir = scratch_dir(&format!("saved-{fixture_name}-{variant}"));
         let opts = SaveOptions {
             config: config_json.clone(),
             tokenizer_json: &tokenizer_json,
@@ -461,7 +475,7 @@ fn saved_model_loads_back_identically() {
             assert!(err <= TOL, "{variant}, text {i}: saved model differs by {err:e}");
         }
         // Half precision: half the bytes, embeddings within f16 rounding of the f32 model's.
-        let half = scratch_dir(&format!("saved-f16-{variant}"));
+        let half = scratch_dir(&format!("saved-f16-{fixture_name}-{variant}"));
         save_sentence_transformers(
             &model,
             &half,

@@ -8,7 +8,7 @@
 use burn::optim::Optimizer;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde_json::Value;
-use st5_core::{SentenceT5, WeightDtype};
+use st5_core::{SentenceModel, WeightDtype};
 use st5_tests::fixture;
 use st5_trainer::loss::ContrastiveLoss;
 
@@ -111,7 +111,7 @@ fn adafactor_steps_match_transformers() {
 }
 
 /// Every parameter's gradient in `grads`, in module order.
-fn all_grads(model: &SentenceT5, grads: &burn::optim::GradientsParams) -> Vec<Vec<f32>> {
+fn all_grads(model: &SentenceModel, grads: &burn::optim::GradientsParams) -> Vec<Vec<f32>> {
     use burn::module::{Module, ModuleVisitor, Param};
     struct V<'a>(&'a burn::optim::GradientsParams, Vec<Vec<f32>>);
     impl ModuleVisitor for V<'_> {
@@ -133,16 +133,20 @@ fn all_grads(model: &SentenceT5, grads: &burn::optim::GradientsParams) -> Vec<Ve
 /// same updated weights, on a tiny random model, with and without hard negatives.
 #[test]
 fn gradcache_step_equals_plain_step() {
-    use st5_core::{HeadConfig, T5Config, Variant};
+    use st5_core::layout::DenseActivation;
+    use st5_core::{HeadConfig, ModelConfig, Variant};
     use st5_trainer::step::{Batch, gradients};
-    let cfg = T5Config::from_slice(br#"{"vocab_size": 64, "d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 2, "num_heads": 2}"#, std::path::Path::new("tiny")).unwrap();
+    let cfg = ModelConfig::from_slice(br#"{"vocab_size": 64, "d_model": 8, "d_kv": 4, "d_ff": 16, "num_layers": 2, "num_heads": 2}"#, std::path::Path::new("tiny")).unwrap();
     let base = Device::flex();
     // Seeded: the model's random init sets the gradients' scale, and with it how far the two
     // summation orders drift apart (unseeded, some inits exceeded the tolerance).
     base.seed(1);
-    let head =
-        HeadConfig { variant: Variant::EncMean, dense: vec![(8, 6, false)], normalize: true };
-    let model = SentenceT5::init(&cfg, &head, &base.clone().autodiff());
+    let head = HeadConfig {
+        variant: Variant::EncMean,
+        dense: vec![(8, 6, false, DenseActivation::Identity)],
+        normalize: true,
+    };
+    let model = SentenceModel::init(&cfg, &head, &base.clone().autodiff());
     let seq = |seed: u32, len: usize| {
         (0..len).map(|i| 2 + (seed * 31 + i as u32 * 17) % 60).chain([1]).collect::<Vec<u32>>()
     };
@@ -172,7 +176,7 @@ fn gradcache_step_equals_plain_step() {
         let p1 = optim.step(1e-3, model.clone(), plain);
         let mut optim = st5_trainer::optim::adafactor().init();
         let p2 = optim.step(1e-3, model.clone(), cached);
-        let weights = |m: &SentenceT5| all_params(m);
+        let weights = |m: &SentenceModel| all_params(m);
         let wdiff = weights(&p1)
             .iter()
             .zip(&weights(&p2))
@@ -190,7 +194,7 @@ fn worst_abs(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
-fn all_params(model: &SentenceT5) -> Vec<Vec<f32>> {
+fn all_params(model: &SentenceModel) -> Vec<Vec<f32>> {
     use burn::module::{Module, ModuleVisitor, Param};
     struct V(Vec<Vec<f32>>);
     impl ModuleVisitor for V {

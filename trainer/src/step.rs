@@ -8,7 +8,7 @@
 use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Tensor, TensorData};
-use st5_core::SentenceT5;
+use st5_core::SentenceModel;
 use st5_core::transfer::{embed_ids, scalar};
 // Rows scaled to unit length: the model's own normaliser, as in the contrastive loss.
 use st5_core::ops::l2_normalize as unit;
@@ -53,7 +53,7 @@ fn loss_of(loss: &ContrastiveLoss, emb: Tensor<2>, b: usize, negatives: bool) ->
 /// The batch's loss and the gradients of every parameter of `model`, which lives on
 /// `base.autodiff()`. `chunk`: GradCache with this many texts per forward; `None`: plain.
 pub fn gradients(
-    model: &SentenceT5,
+    model: &SentenceModel,
     batch: &Batch,
     loss: &ContrastiveLoss,
     chunk: Option<usize>,
@@ -82,13 +82,13 @@ pub fn gradients(
 /// autodiff device), its parameters' gradient that of `sum(e · cached rows)`; `cached` holds the
 /// loss's gradient for each text of `all`, in order.
 fn backprop_chunks(
-    model: &SentenceT5,
+    model: &SentenceModel,
     all: &[&[u32]],
     cached: &Tensor<2>,
     chunk: usize,
     device: &Device,
 ) -> GradientsParams {
-    let mut acc = GradientsAccumulator::<SentenceT5>::new();
+    let mut acc = GradientsAccumulator::<SentenceModel>::new();
     for (i, c) in all.chunks(chunk).enumerate() {
         let e = embed_ids(model, c, device);
         let g = cached.clone().slice([i * chunk..i * chunk + c.len()]).autodiff();
@@ -106,7 +106,7 @@ fn backprop_chunks(
 /// embeddings): the student is taught the teacher's similarities, which STS scores, and not only
 /// its coordinates.
 pub fn distill_gradients(
-    model: &SentenceT5,
+    model: &SentenceModel,
     texts: &[Vec<u32>],
     targets: &[f32],
     relational: f32,
@@ -145,7 +145,7 @@ fn similarity_gap(student: Tensor<2>, teacher: Tensor<2>) -> Tensor<1> {
 /// second half does, chunk by chunk. The parameter gradients returned are this worker's share:
 /// their sum over workers is the global batch's gradient.
 pub fn gathered_gradients(
-    model: &SentenceT5,
+    model: &SentenceModel,
     local: &Batch,
     loss: &ContrastiveLoss,
     chunk: Option<usize>,

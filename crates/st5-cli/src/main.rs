@@ -24,27 +24,10 @@ use st5_core::{
 };
 use st5_hub::ModelSource;
 
-/// Compiles the built-in model's files into the binary, keyed by relative path.
-macro_rules! embed_model {
-    ($($rel:literal),* $(,)?) => {
-        &[$(($rel, include_bytes!(concat!(env!("ST5_DEFAULT_MODEL_DIR"), "/", $rel)) as &[u8])),*]
-    };
-}
-
-/// The built-in default model (build.rs names it; its README is the model card), compiled into
-/// the binary so that `st5` runs with no download and away from the checkout.
-const DEFAULT_MODEL: &[(&str, &[u8])] = embed_model!(
-    "modules.json",
-    "config.json",
-    "sentence_bert_config.json",
-    "config_sentence_transformers.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "1_Pooling/config.json",
-    "2_Dense/config.json",
-    "2_Dense/model.safetensors",
-    "3_Normalize/config.json",
-);
+/// The built-in default model's files but its weights (build.rs lists them; its README is the
+/// model card), compiled into the binary so that `st5` runs with no download and away from the
+/// checkout, keyed by relative path.
+const DEFAULT_MODEL: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/default_model.rs"));
 /// Its `model.safetensors`, joined by build.rs from the parts it is committed in.
 const DEFAULT_WEIGHTS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/model.safetensors"));
 /// How messages name the built-in model's files.

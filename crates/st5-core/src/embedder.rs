@@ -12,7 +12,7 @@ use crate::files::ModelFiles;
 use crate::layout::ModelLayout;
 use crate::loader::LoadOptions;
 use crate::loader::{Loaded, load, load_dir};
-use crate::model::SentenceT5;
+use crate::model::SentenceModel;
 use crate::prompt::Prompt;
 use crate::tokenizer::T5Tokenizer;
 use crate::transfer::{embed_ids, to_host, upload_ids};
@@ -52,7 +52,7 @@ impl Embeddings {
 
 /// A loaded Sentence-T5 model with its tokenizer, on one device.
 pub struct Embedder {
-    model: SentenceT5,
+    model: SentenceModel,
     tokenizer: T5Tokenizer,
     device: Device,
     batch_size: usize,
@@ -95,7 +95,7 @@ impl Embedder {
     pub fn variant(&self) -> Variant {
         self.model.variant
     }
-    pub fn model(&self) -> &SentenceT5 {
+    pub fn model(&self) -> &SentenceModel {
         &self.model
     }
     pub fn tokenizer(&self) -> &T5Tokenizer {
@@ -112,7 +112,7 @@ impl Embedder {
         &self.report
     }
     /// The model, its tokenizer and layout, for callers that go on to train or save the model.
-    pub fn into_parts(self) -> (SentenceT5, T5Tokenizer, ModelLayout) {
+    pub fn into_parts(self) -> (SentenceModel, T5Tokenizer, ModelLayout) {
         (self.model, self.tokenizer, self.layout)
     }
     pub fn set_batch_size(&mut self, batch_size: usize) {
@@ -132,7 +132,17 @@ impl Embedder {
             self.model.prompt = None;
             return Ok(());
         };
-        prompt.check_base(fingerprint, self.layout.config.d_model, path)?;
+        let family = self.layout.config.family();
+        if family != crate::config::Family::T5 {
+            return Err(FormatError::Prompt {
+                path: path.into(),
+                message: format!(
+                    "soft prompts run on T5 models only, and this is a {family} model"
+                ),
+            }
+            .into());
+        }
+        prompt.check_base(fingerprint, self.layout.config.d_model(), path)?;
         if prompt.meta.variant != self.model.variant {
             return Err(FormatError::Prompt {
                 path: path.into(),
@@ -232,7 +242,7 @@ impl Embedder {
         let ids = self.tokenizer.encode_batch(&refs)?;
         // A tokenizer from another model can emit ids past the embedding table: refuse them here
         // rather than gather out of bounds on the device.
-        let vocab = self.layout.config.vocab_size;
+        let vocab = self.layout.config.vocab_size();
         if let Some((i, id)) = ids
             .iter()
             .enumerate()

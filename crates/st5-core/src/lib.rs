@@ -1,15 +1,16 @@
-//! `st5-core`: Sentence-T5 (Ni et al. 2021) on burn. One model code base for the browser
-//! package, the native CLI and the trainer.
+//! `st5-core`: Sentence-T5 (Ni et al. 2021) on burn, and the BERT and MPNet sentence encoders
+//! beside it. One model code base for the browser package, the native CLI and the trainer.
 //!
 //! Layers, each usable alone (those marked † are st5-format's, re-exported):
-//! - [`config`] †: `T5Config` from `config.json`, validated;
+//! - [`config`] †: `config.json` validated, its family (T5, BERT, MPNet) chosen by `model_type`;
 //! - [`kernels`]: fused GPU kernels (cubecl), the lowest layer, on plain tensors;
 //! - [`int8`]: int8 weights kept int8 on the CPU, and their Linear product and embedding lookup
 //!   over st5-int8's kernels;
 //! - [`ops`]: each fused operation (Linear, RMS norm, attention, pooling, L2 norm): its kernel,
 //!   or the tensor-operation reference beside it;
-//! - [`t5`]: the T5 encoder/decoder stacks, named like Hugging Face's modules;
-//! - [`model`]: [`SentenceT5`] = T5 + pooling variant + Dense + L2 norm, `forward(ids, mask)`;
+//! - [`models`]: the encoder families, one file each (`t5`, `bert`, `mpnet`), named like Hugging
+//!   Face's modules, behind one `Encoder`;
+//! - [`model`]: [`SentenceModel`] = encoder + pooling + Dense + L2 norm, `forward(ids, mask)`;
 //! - [`checkpoint`], [`layout`] and [`files`]: safetensors checkpoints and model layouts, read from
 //!   a directory or from files held in memory; [`weights`]: modules built from them;
 //! - [`names`]: the one table between module paths and checkpoint tensor names;
@@ -33,10 +34,10 @@ pub mod int8;
 pub mod kernels;
 pub mod loader;
 pub mod model;
+pub mod models;
 pub mod ops;
 pub mod save;
 pub mod search_index;
-pub mod t5;
 pub mod transfer;
 pub mod weights;
 
@@ -48,13 +49,13 @@ pub use st5_format::{
 
 pub use burn::tensor::Device;
 pub use compute::Compute;
-pub use config::T5Config;
+pub use config::{BertConfig, Family, ModelConfig, T5Config};
 pub use device::{DeviceChoice, OpenDevice};
 pub use embedder::{Embedder, Embeddings};
 pub use error::{Error, Result};
 pub use files::{Dir, FileBytes, MemoryFiles, ModelFiles};
 pub use loader::{DEFAULT_BATCH_SIZE, LoadOptions};
-pub use model::{HeadConfig, SentenceT5};
+pub use model::{HeadConfig, SentenceModel};
 pub use quant::WeightDtype;
 pub use search_index::{Hit, VectorIndex};
 pub use st5_format::variant::Variant;

@@ -1,5 +1,5 @@
 //! Loading: a model's files (a directory or files in memory, any layout st5 reads) to a
-//! [`SentenceT5`] on a device with its tokenizer, checking every tensor by name on the way
+//! [`SentenceModel`] on a device with its tokenizer, checking every tensor by name on the way
 //! (missing, mis-shaped, unused), the Dense chain's widths and the device's buffer limit.
 //! [`crate::Embedder`] wraps the result for embedding.
 
@@ -13,7 +13,7 @@ use crate::compute::Compute;
 use crate::error::{Error, Result};
 use crate::files::{Dir, FileBytes, ModelFiles, join};
 use crate::layout::ModelLayout;
-use crate::model::{HeadConfig, SentenceT5};
+use crate::model::{HeadConfig, SentenceModel};
 use crate::tokenizer::T5Tokenizer;
 use crate::weights::{LoadReport, VarBuilder};
 use st5_format::Error as FormatError;
@@ -58,7 +58,7 @@ impl Default for LoadOptions {
 
 /// What [`load`] builds.
 pub struct Loaded {
-    pub model: SentenceT5,
+    pub model: SentenceModel,
     pub tokenizer: T5Tokenizer,
     /// The `tokenizer.json` the tokenizer was built from (what a saved copy of the model ships).
     pub tokenizer_json: FileBytes,
@@ -90,8 +90,8 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
         let hint = "; use the CPU device or a device with larger buffers";
         return Err(Error::Limit { what: format!("weight `{name}`"), bytes, limit, hint });
     }
-    let mut width = cfg.d_model;
-    for (dir, (d_in, d_out, _)) in &layout.dense {
+    let mut width = cfg.d_model();
+    for (dir, (d_in, d_out, ..)) in &layout.dense {
         if *d_in != width {
             return Err(FormatError::config(
                 files.path(&join(dir, "config.json")),
@@ -100,6 +100,16 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
             .into());
         }
         width = *d_out;
+    }
+    if variant.needs_decoder() && cfg.t5().is_none() {
+        return Err(FormatError::config(
+            files.path(&join(&layout.transformer, "config.json")),
+            format!(
+                "variant encdec-first needs a T5 decoder, and a {} model has none; use enc-mean or enc-first",
+                cfg.family()
+            ),
+        )
+        .into());
     }
     let ckpt = Rc::new(Checkpoint::open(files, &layout.transformer)?);
     if variant.needs_decoder() && !ckpt.names().any(|n| n.contains("decoder.block.0.")) {
@@ -122,7 +132,7 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
         normalize: layout.normalize,
     };
     let vbs: Vec<VarBuilder> = dense_vbs.iter().map(|(_, vb)| vb.clone()).collect();
-    let model = SentenceT5::new(&t5_vb, &vbs, cfg, &head);
+    let model = SentenceModel::new(&t5_vb, &vbs, cfg, &head);
     let mut report = t5_vb.report();
     if !report.is_ok() {
         return Err(Error::Weights {
@@ -138,6 +148,25 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
         report.unused.extend(r.unused.into_iter().map(|n| format!("{}/{n}", path.display())));
     }
     let max_len = options.max_seq_length.unwrap_or(layout.max_seq_length);
+    // BERT and MPNet have a position table; sentence-transformers' max_seq_length is within it
+    // for every published model, and a longer one would index past it.
+    if let Some(limit) = cfg.max_tokens()
+        && max_len > limit
+    {
+        let from = if options.max_seq_length.is_some() {
+            "the requested max_seq_length".to_string()
+        } else {
+            format!("{}'s max_seq_length", files.path("sentence_bert_config.json").display())
+        };
+        return Err(FormatError::config(
+            files.path(&join(&layout.transformer, "config.json")),
+            format!(
+                "{from} ({max_len}) exceeds the {} model's {limit} positions (max_position_embeddings)",
+                cfg.family()
+            ),
+        )
+        .into());
+    }
     let (tokenizer_json, tokenizer_path) = match (&options.tokenizer, &layout.tokenizer) {
         (Some(path), _) => {
             (FileBytes::map(path).map_err(|e| FormatError::io(path, e))?, path.clone())

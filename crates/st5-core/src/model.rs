@@ -1,32 +1,39 @@
-//! `SentenceT5`: a T5 stack, one of the paper's three pooling variants (Ni et al. 2021, §3.1,
-//! Fig. 2), the Dense projection and L2 normalisation, all on the device.
+//! `SentenceModel`: the sentence-transformers head written once for every family: an encoder
+//! (`models/`), a pooling (Sentence-T5's three variants, Ni et al. 2021, §3.1, Fig. 2, of which
+//! mean and first are sentence-transformers' mean and CLS; and max, mean-sqrt-len), the Dense
+//! projections and L2 normalisation, all on the device.
 
 use burn::module::{Module, Param};
 use burn::tensor::{Int, Tensor, TensorData};
 
-use crate::config::T5Config;
-use crate::ops::{l2_normalize, mean_pool};
-use crate::t5::{Linear, T5Model};
+use crate::config::ModelConfig;
+use crate::layout::{DenseActivation, DenseSpec};
+use crate::models::Encoder;
+use crate::models::layers::Linear;
+use crate::ops::{l2_normalize, max_pool, mean_pool, mean_sqrt_len_pool};
 use crate::weights::VarBuilder;
 use st5_format::variant::Variant;
 
-/// Head settings beyond the T5 config: the Dense projections (sentence-transformers `2_Dense`,
-/// possibly several) and whether to L2-normalise.
+/// Head settings beyond the encoder's config: the pooling, the Dense projections
+/// (sentence-transformers `2_Dense`, possibly several) and whether to L2-normalise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeadConfig {
     pub variant: Variant,
-    /// `(in_features, out_features, bias)` for each Dense, in order.
-    pub dense: Vec<(usize, usize, bool)>,
+    /// `(in_features, out_features, bias, activation)` for each Dense, in order.
+    pub dense: Vec<DenseSpec>,
     pub normalize: bool,
 }
 
-/// Encoder (and decoder), pooling, Dense and L2 norm. `forward` maps token ids to sentence
-/// embeddings entirely on the device.
+/// Encoder (and for T5 the decoder), pooling, Dense and L2 norm. `forward` maps token ids to
+/// sentence embeddings entirely on the device.
 #[derive(Module, Debug)]
-pub struct SentenceT5 {
-    pub t5: T5Model,
+pub struct SentenceModel {
+    pub encoder: Encoder,
     /// `linear` of each Dense module.
     pub dense: Vec<Linear>,
+    /// Each Dense's activation (Identity where absent: a Dense the trainer appends).
+    #[module(skip)]
+    pub dense_activation: Vec<DenseActivation>,
     #[module(skip)]
     pub variant: Variant,
     pub normalize: bool,
@@ -36,23 +43,24 @@ pub struct SentenceT5 {
     pub prompt: Option<Param<Tensor<2>>>,
 }
 
-impl SentenceT5 {
-    /// Builds the T5 part from `t5_vb` (checkpoint root) and each Dense from `dense_vbs[i]`
+impl SentenceModel {
+    /// Builds the encoder from `encoder_vb` (checkpoint root) and each Dense from `dense_vbs[i]`
     /// (`linear.weight`, `linear.bias`).
     pub fn new(
-        t5_vb: &VarBuilder,
+        encoder_vb: &VarBuilder,
         dense_vbs: &[VarBuilder],
-        cfg: &T5Config,
+        cfg: &ModelConfig,
         head: &HeadConfig,
     ) -> Self {
         Self {
-            t5: T5Model::new(t5_vb, cfg, head.variant.needs_decoder()),
+            encoder: Encoder::new(encoder_vb, cfg, head.variant.needs_decoder()),
             dense: head
                 .dense
                 .iter()
                 .zip(dense_vbs)
-                .map(|(&(i, o, bias), vb)| Linear::new(&vb.pp("linear"), i, o, bias))
+                .map(|(&(i, o, bias, _), vb)| Linear::new(&vb.pp("linear"), i, o, bias))
                 .collect(),
+            dense_activation: head.dense.iter().map(|d| d.3).collect(),
             variant: head.variant,
             normalize: head.normalize,
             prompt: None,
@@ -60,7 +68,7 @@ impl SentenceT5 {
     }
 
     /// A randomly initialised model (for training from scratch and tests).
-    pub fn init(cfg: &T5Config, head: &HeadConfig, device: &burn::tensor::Device) -> Self {
+    pub fn init(cfg: &ModelConfig, head: &HeadConfig, device: &burn::tensor::Device) -> Self {
         let vb = VarBuilder::init(device);
         let dense: Vec<VarBuilder> =
             (0..head.dense.len()).map(|i| vb.pp(format!("dense{i}"))).collect();
@@ -71,16 +79,15 @@ impl SentenceT5 {
     pub fn dim(&self) -> usize {
         match self.dense.last() {
             Some(l) => l.out_features(),
-            None => self.t5.encoder.d_model(),
+            None => self.encoder.hidden(),
         }
     }
 
-    /// Every matrix kept int8 ([`crate::Compute::Auto`] on the CPU): both stacks' and the Dense
-    /// layers'. A tied table shared by both stacks appears twice.
+    /// Every matrix kept int8 ([`crate::Compute::Auto`] on the CPU): the encoder's (both T5
+    /// stacks') and the Dense layers'. A tied table shared by both stacks appears twice.
     pub fn int8_matrices(&self) -> impl Iterator<Item = &crate::int8::Int8Matrix> {
-        let stacks = std::iter::once(&self.t5.encoder).chain(self.t5.decoder.as_ref());
         let dense = self.dense.iter().filter_map(|l| l.int8.as_ref());
-        stacks.flat_map(|s| s.int8_matrices()).chain(dense)
+        self.encoder.int8_matrices().chain(dense)
     }
 
     /// The bytes the weights hold: 4 per f32 parameter, and the int8 matrices' codes, scales and
@@ -107,9 +114,10 @@ impl SentenceT5 {
     }
 
     /// As [`forward`](Self::forward), with soft-prompt vectors `[p, d_model]` before each text
-    /// (Lester et al. 2021). The prompt is attended to but is not pooled: mean pooling averages
-    /// the text's tokens only, `enc-first` takes the text's first token (position `p`), and the
-    /// EncDec decoder attends to prompt and text alike.
+    /// (Lester et al. 2021), T5 only (the embedder refuses a prompt for other families). The
+    /// prompt is attended to but is not pooled: mean pooling averages the text's tokens only,
+    /// `enc-first` takes the text's first token (position `p`), and the EncDec decoder attends to
+    /// prompt and text alike.
     pub fn forward_with_prompt(
         &self,
         ids: Tensor<2, Int>,
@@ -117,30 +125,39 @@ impl SentenceT5 {
         prompt: Option<Tensor<2>>,
     ) -> Tensor<2> {
         let b = ids.dims()[0];
-        let (encoded, attended, p) = match prompt {
-            None => (self.t5.encode(ids, mask.clone()), mask.clone(), 0),
-            Some(prompt) => {
+        let (encoded, attended, p) = match (prompt, self.encoder.t5()) {
+            (Some(prompt), Some(t5)) => {
                 let p = prompt.dims()[0];
-                let (encoded, attended) = self.t5.encode_with_prompt(ids, mask.clone(), prompt);
+                let (encoded, attended) = t5.encode_with_prompt(ids, mask.clone(), prompt);
                 (encoded, attended, p)
             }
+            _ => (self.encoder.forward(ids, mask.clone()), mask.clone(), 0),
         };
         let [_, len, d] = encoded.dims();
         let pooled: Tensor<2> = match self.variant {
             Variant::EncMean => mean_pool(encoded.slice([0..b, p..len]), mask),
             Variant::EncFirst => encoded.slice([0..b, p..p + 1]).reshape([b, d]),
+            Variant::Max => max_pool(encoded.slice([0..b, p..len]), mask),
+            Variant::MeanSqrtLen => mean_sqrt_len_pool(encoded.slice([0..b, p..len]), mask),
             Variant::EncDecFirst => {
                 let device = encoded.device();
                 let start =
                     Tensor::<2, Int>::from_data(TensorData::new(vec![0i32; b], [b, 1]), &device);
                 let decoded = self
-                    .t5
-                    .decode(start, encoded, attended)
-                    .expect("encdec-first models are built with a decoder");
+                    .encoder
+                    .t5()
+                    .and_then(|t5| t5.decode(start, encoded, attended))
+                    .expect("encdec-first models are built with a T5 decoder");
                 decoded.reshape([b, d])
             }
         };
-        let projected = self.dense.iter().fold(pooled, |x, l| l.forward(x));
+        let projected = self.dense.iter().enumerate().fold(pooled, |x, (i, l)| {
+            let y = l.forward(x);
+            match self.dense_activation.get(i) {
+                Some(DenseActivation::Tanh) => y.tanh(),
+                Some(DenseActivation::Identity) | None => y,
+            }
+        });
         if self.normalize { l2_normalize(projected) } else { projected }
     }
 }
@@ -158,41 +175,56 @@ pub fn l2_normalize_rows(data: &mut [f32], dim: usize) {
 mod tests {
     use super::*;
 
-    /// A random model on flex: unit-norm rows of the right width, and padding that changes
-    /// nothing (the mask reaches attention and pooling) for every variant.
+    /// A random model of each family on flex: unit-norm rows of the right width, and padding
+    /// that changes nothing (the mask reaches attention and pooling) for every pooling it runs.
     #[test]
-    fn padding_does_not_change_any_variant() {
+    fn padding_does_not_change_any_family_or_variant() {
         use burn::tensor::Device;
-        let cfg: T5Config = serde_json::from_str(
+        let configs = [
             r#"{"vocab_size": 50, "d_model": 8, "d_kv": 3, "d_ff": 12, "num_layers": 2, "num_heads": 2,
                 "relative_attention_num_buckets": 8, "relative_attention_max_distance": 16,
                 "feed_forward_proj": "gated-gelu"}"#,
-        )
-        .unwrap();
+            r#"{"model_type": "bert", "vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 2,
+                "num_attention_heads": 2, "intermediate_size": 12, "max_position_embeddings": 16}"#,
+            r#"{"model_type": "mpnet", "vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 2,
+                "num_attention_heads": 2, "intermediate_size": 12, "max_position_embeddings": 16}"#,
+        ];
         let device = Device::flex();
-        for variant in Variant::ALL {
-            let head = HeadConfig { variant, dense: vec![(8, 5, true)], normalize: true };
-            let model = SentenceT5::init(&cfg, &head, &device);
-            assert_eq!(model.dim(), 5);
-            let alone_ids =
-                Tensor::<2, Int>::from_data(TensorData::new(vec![7, 3, 1], [1, 3]), &device);
-            let alone = model.forward(alone_ids, Tensor::ones([1, 3], &device));
-            let padded_ids = Tensor::<2, Int>::from_data(
-                TensorData::new(vec![7, 3, 1, 0, 0, 9, 4, 8, 2, 1], [2, 5]),
-                &device,
-            );
-            let mask = Tensor::<2>::from_data(
-                TensorData::new(vec![1.0f32, 1., 1., 0., 0., 1., 1., 1., 1., 1.], [2, 5]),
-                &device,
-            );
-            let batched = model.forward(padded_ids, mask);
-            let a: Vec<f32> = alone.into_data().try_to_vec().unwrap();
-            let b: Vec<f32> = batched.into_data().try_to_vec().unwrap();
-            let diff = a.iter().zip(&b[..5]).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
-            assert!(diff <= 1e-6, "{variant}: padded row differs by {diff}");
-            for row in b.chunks(5) {
-                let norm: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-                assert!((norm - 1.0).abs() < 1e-5, "{variant}: norm {norm}");
+        for json in configs {
+            let cfg =
+                ModelConfig::from_slice(json.as_bytes(), std::path::Path::new("cfg")).unwrap();
+            let family = cfg.family();
+            for variant in Variant::ALL {
+                if variant.needs_decoder() && cfg.t5().is_none() {
+                    continue;
+                }
+                let head = HeadConfig {
+                    variant,
+                    dense: vec![(8, 5, true, DenseActivation::Tanh)],
+                    normalize: true,
+                };
+                let model = SentenceModel::init(&cfg, &head, &device);
+                assert_eq!((model.dim(), model.encoder.family()), (5, family));
+                let alone_ids =
+                    Tensor::<2, Int>::from_data(TensorData::new(vec![7, 3, 1], [1, 3]), &device);
+                let alone = model.forward(alone_ids, Tensor::ones([1, 3], &device));
+                let padded_ids = Tensor::<2, Int>::from_data(
+                    TensorData::new(vec![7, 3, 1, 0, 0, 9, 4, 8, 2, 1], [2, 5]),
+                    &device,
+                );
+                let mask = Tensor::<2>::from_data(
+                    TensorData::new(vec![1.0f32, 1., 1., 0., 0., 1., 1., 1., 1., 1.], [2, 5]),
+                    &device,
+                );
+                let batched = model.forward(padded_ids, mask);
+                let a: Vec<f32> = alone.into_data().try_to_vec().unwrap();
+                let b: Vec<f32> = batched.into_data().try_to_vec().unwrap();
+                let diff = a.iter().zip(&b[..5]).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+                assert!(diff <= 1e-6, "{family} {variant}: padded row differs by {diff}");
+                for row in b.chunks(5) {
+                    let norm: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+                    assert!((norm - 1.0).abs() < 1e-5, "{family} {variant}: norm {norm}");
+                }
             }
         }
     }

@@ -9,12 +9,17 @@
 //! - [`attention`], over an [`AttentionBias`]: T5's position bias and the padding and causal
 //!   masks;
 //! - [`mean_pool`] and [`l2_normalize`]: the sentence embedding's pooling and normalisation.
+//!
+//! Tensor operations only, on every device (no fused kernel yet): [`layer_norm`] (BERT's and
+//! MPNet's, with a bias), [`activation`] (the FFN's), and the other poolings ([`max_pool`],
+//! [`mean_sqrt_len_pool`]).
 
 use std::cell::OnceCell;
 
-use burn::tensor::activation::softmax;
+use burn::tensor::activation::{gelu, gelu_approximate, relu, silu, softmax};
 use burn::tensor::{Int, Tensor};
 
+use crate::config::Activation;
 use crate::kernels;
 
 /// Large negative added to masked attention logits. HF uses `finfo(f32).min`; any value whose
@@ -64,6 +69,26 @@ pub fn rms_norm_reference(x: Tensor<3>, weight: Tensor<1>, eps: f64) -> Tensor<3
     let variance = x.clone().powi_scalar(2).mean_dim(2);
     let d = weight.dims()[0];
     x * (variance + eps).sqrt().recip() * weight.reshape([1, 1, d])
+}
+
+/// `torch.nn.LayerNorm` over the last axis: `(x - mean) / sqrt(var + eps) * weight + bias`, the
+/// variance biased (divided by `d`), in f32: `x` `[batch, seq, d]`, `weight`, `bias` `[d]` → same.
+pub fn layer_norm(x: Tensor<3>, weight: Tensor<1>, bias: Tensor<1>, eps: f64) -> Tensor<3> {
+    let d = weight.dims()[0];
+    let centred = x.clone() - x.mean_dim(2);
+    let variance = centred.clone().square().mean_dim(2);
+    centred * (variance + eps).sqrt().recip() * weight.reshape([1, 1, d]) + bias.reshape([1, 1, d])
+}
+
+/// An FFN activation, element-wise: `gelu` is the exact erf form (BERT's `gelu`, parity at 1e-5
+/// needs it), `gelu_new` the tanh approximation (T5 v1.1's gated-gelu).
+pub fn activation<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
+    match act {
+        Activation::Relu => relu(x),
+        Activation::Gelu => gelu(x),
+        Activation::GeluNew => gelu_approximate(x),
+        Activation::Silu => silu(x),
+    }
 }
 
 /// What an attention layer adds to its logits: T5's relative-position bias (block 0's table
@@ -174,6 +199,23 @@ pub fn mean_pool_reference(text: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
     let summed = (text * mask.clone().unsqueeze_dim(2)).sum_dim(1).reshape([b, d]);
     // sentence-transformers clamps the count at 1e-9; every text has at least `</s>`.
     summed / mask.sum_dim(1).clamp_min(1e-9)
+}
+
+/// The element-wise maximum over the tokens: `text` `[batch, seq, d]`, `mask` `[batch, seq]` →
+/// `[batch, d]`. Padding is set to -1e9 first, as sentence-transformers' `Pooling` does.
+pub fn max_pool(text: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
+    let [b, _, d] = text.dims();
+    let mask = mask.unsqueeze_dim::<3>(2);
+    let padding = (mask.ones_like() - mask.clone()).mul_scalar(-1e9);
+    (text * mask + padding).max_dim(1).reshape([b, d])
+}
+
+/// The sum over the tokens divided by the square root of their count (sentence-transformers'
+/// `mean_sqrt_len_tokens`): `text` `[batch, seq, d]`, `mask` `[batch, seq]` → `[batch, d]`.
+pub fn mean_sqrt_len_pool(text: Tensor<3>, mask: Tensor<2>) -> Tensor<2> {
+    let [b, _, d] = text.dims();
+    let summed = (text * mask.clone().unsqueeze_dim(2)).sum_dim(1).reshape([b, d]);
+    summed / mask.sum_dim(1).clamp_min(1e-9).sqrt()
 }
 
 /// `x / max(‖x‖₂, 1e-12)` per row, as `torch.nn.functional.normalize`. `[n, dim]` → same.

@@ -1,5 +1,5 @@
-//! Writes a [`SentenceT5`] as a sentence-transformers directory (the 2.x layout, which every
-//! sentence-transformers version and this crate read): the T5 encoder under Hugging Face names
+//! Writes a [`SentenceModel`] as a sentence-transformers directory (the 2.x layout, which every
+//! sentence-transformers version and this crate read): the encoder (any family) under Hugging Face names
 //! in `model.safetensors` (Linear weights back in PyTorch's `[out, in]` layout), `config.json`,
 //! the tokenizer, `1_Pooling`, each Dense as `2_Dense/model.safetensors` (`linear.weight`), and
 //! `3_Normalize`. The directory is written beside the target and renamed into place, so a
@@ -15,9 +15,9 @@ use serde_json::json;
 use crate::compute::Compute;
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
-use crate::layout::ENCDEC_POOLING_MODE;
+use crate::layout::{DenseActivation, ENCDEC_POOLING_MODE};
 use crate::loader::{LoadOptions, load};
-use crate::model::SentenceT5;
+use crate::model::SentenceModel;
 use crate::names::checkpoint_name;
 use crate::quant::{WeightDtype, is_quantized, quantization_config, quantize_rows, scale_name};
 use crate::transfer::to_host;
@@ -149,7 +149,7 @@ fn minify_json(text: &[u8]) -> Vec<u8> {
 /// Hugging Face T5 names) and gets the pooling mode [`ENCDEC_POOLING_MODE`], which st5 loads
 /// back as `encdec-first` and Python sentence-transformers refuses (it has no such pooling).
 pub fn save_sentence_transformers(
-    model: &SentenceT5,
+    model: &SentenceModel,
     dir: &Path,
     options: &SaveOptions<'_>,
 ) -> Result<()> {
@@ -170,11 +170,19 @@ pub fn save_sentence_transformers(
     let mut t5 = BTreeMap::new();
     let mut dense: BTreeMap<usize, BTreeMap<String, (Vec<usize>, Vec<f32>)>> = BTreeMap::new();
     let mut decoder_embed = None;
+    // burn's visitor names the encoder's enum variant: `encoder.T5.`, `encoder.Bert.`, ...
+    let family_prefix = |path: &str| {
+        ["encoder.T5.", "encoder.Bert.", "encoder.Mpnet."]
+            .into_iter()
+            .find_map(|p| path.strip_prefix(p))
+            .map(str::to_string)
+    };
     for (path, shape, values) in collect.tensors {
-        if path == "t5.decoder.embed_tokens" {
+        if path == "encoder.T5.decoder.embed_tokens" {
             // Written below: under `shared.weight` with the encoder's only if the two are equal.
             decoder_embed = Some((shape, values));
-        } else if let Some(rest) = path.strip_prefix("t5.") {
+        } else if let Some(rest) = family_prefix(&path) {
+            let rest = rest.as_str();
             let (name, flip) = checkpoint_name(rest, shape.len());
             let (shape, values) = if flip {
                 (vec![shape[1], shape[0]], transpose2(&values, shape[0], shape[1]))
@@ -218,7 +226,7 @@ pub fn save_sentence_transformers(
 
     let staging = staging_dir(dir);
     let _ = std::fs::remove_dir_all(&staging);
-    let d_model = options.config["d_model"].as_u64().unwrap_or(0);
+    let d_model = model.encoder.hidden();
     write(
         &staging,
         "model.safetensors",
@@ -254,16 +262,13 @@ pub fn save_sentence_transformers(
         Variant::EncDecFirst => {
             json!({ "word_embedding_dimension": d_model, "pooling_mode": ENCDEC_POOLING_MODE })
         }
-        variant => {
-            let mean = variant == Variant::EncMean;
-            json!({
-                "word_embedding_dimension": d_model,
-                "pooling_mode_cls_token": !mean,
-                "pooling_mode_mean_tokens": mean,
-                "pooling_mode_max_tokens": false,
-                "pooling_mode_mean_sqrt_len_tokens": false,
-            })
-        }
+        variant => json!({
+            "word_embedding_dimension": d_model,
+            "pooling_mode_cls_token": variant == Variant::EncFirst,
+            "pooling_mode_mean_tokens": variant == Variant::EncMean,
+            "pooling_mode_max_tokens": variant == Variant::Max,
+            "pooling_mode_mean_sqrt_len_tokens": variant == Variant::MeanSqrtLen,
+        }),
     };
     write(&staging, "1_Pooling/config.json", &json_bytes(pooling))?;
     let mut modules = vec![
@@ -273,7 +278,9 @@ pub fn save_sentence_transformers(
     for (i, tensors) in &dense {
         let folder = format!("{}_Dense", i + 2);
         let (out_f, in_f) = (tensors["linear.weight"].0[0], tensors["linear.weight"].0[1]);
-        let cfg = json!({ "in_features": in_f, "out_features": out_f, "bias": tensors.contains_key("linear.bias"), "activation_function": "torch.nn.modules.linear.Identity" });
+        let activation =
+            model.dense_activation.get(*i).copied().unwrap_or(DenseActivation::Identity);
+        let cfg = json!({ "in_features": in_f, "out_features": out_f, "bias": tensors.contains_key("linear.bias"), "activation_function": activation.class() });
         write(&staging, &format!("{folder}/config.json"), &json_bytes(cfg))?;
         write(
             &staging,

@@ -8,7 +8,7 @@ use burn::tensor::{Device, Element, Int, Tensor, TensorData};
 
 use crate::batch::pad;
 use crate::error::{Error, Result};
-use crate::model::SentenceT5;
+use crate::model::SentenceModel;
 use crate::tokenizer::PAD_ID;
 
 /// Pads `seqs` on the right to the longest and uploads ids `[batch, seq]` and mask
@@ -22,7 +22,7 @@ pub fn upload_ids(seqs: &[&[u32]], device: &Device) -> (Tensor<2, Int>, Tensor<2
 
 /// Sentence embeddings `[seqs.len(), dim]` of token-id sequences, left on `device` (which
 /// records a graph when it is an autodiff device).
-pub fn embed_ids(model: &SentenceT5, seqs: &[&[u32]], device: &Device) -> Tensor<2> {
+pub fn embed_ids(model: &SentenceModel, seqs: &[&[u32]], device: &Device) -> Tensor<2> {
     let (ids, mask) = upload_ids(seqs, device);
     model.forward(ids, mask)
 }

@@ -11,7 +11,7 @@ use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
 use crate::checkpoint::Checkpoint;
 use crate::int8::Int8Matrix;
-use crate::names::{PREFIXES, tied_spellings};
+use crate::names::{PREFIXES, is_ignored, tied_spellings};
 
 /// How a tensor is initialised when no checkpoint provides it.
 #[derive(Debug, Clone, Copy)]
@@ -248,7 +248,7 @@ impl VarBuilder {
                 .collect();
             report.unused = ckpt
                 .names()
-                .filter(|n| !used.contains(*n) && !tied.contains(*n))
+                .filter(|n| !used.contains(*n) && !tied.contains(*n) && !is_ignored(n))
                 .map(String::from)
                 .collect();
         }

@@ -1,4 +1,6 @@
-//! `T5Config`: the subset of Hugging Face's `T5Config` (`config.json`) that inference needs, validated.
+//! `config.json`, validated: [`ModelConfig`] chooses the encoder family once from `model_type`
+//! (text-embeddings-inference's way), then parses that family's config: [`T5Config`] (T5, mT5)
+//! or [`BertConfig`] (BERT and MPNet, which share their hyper-parameters).
 
 use std::path::Path;
 
@@ -17,6 +19,20 @@ pub enum Activation {
     /// Tanh-approximated GELU: HF's `"gelu_new"`, used by `gated-gelu` (T5 v1.1, mT5).
     GeluNew,
     Silu,
+}
+
+impl Activation {
+    /// Parses a BERT-style `hidden_act` as transformers' `ACT2FN` names them: `gelu` is the exact
+    /// erf form, `gelu_new` and `gelu_pytorch_tanh` the tanh approximation.
+    pub fn from_hidden_act(s: &str) -> Option<Self> {
+        Some(match s {
+            "gelu" => Activation::Gelu,
+            "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluNew,
+            "relu" => Activation::Relu,
+            "silu" | "swish" => Activation::Silu,
+            _ => return None,
+        })
+    }
 }
 
 /// Feed-forward kind: the activation and whether it is gated (`wi_0`/`wi_1`) or plain (`wi`).
@@ -252,9 +268,365 @@ impl T5Config {
     }
 }
 
+/// The encoder families st5 runs, chosen once from `config.json`'s `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// T5 and mT5 (`t5.rs`): relative-position bias, RMS norm, no attention scaling.
+    T5,
+    /// BERT (`bert.rs`): absolute and token-type embeddings, post-LayerNorm, biases.
+    Bert,
+    /// MPNet (`mpnet.rs`): BERT's blocks without token types, plus T5's bucketed bias.
+    Mpnet,
+}
+
+impl Family {
+    pub const ALL: [Family; 3] = [Family::T5, Family::Bert, Family::Mpnet];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::T5 => "t5",
+            Family::Bert => "bert",
+            Family::Mpnet => "mpnet",
+        }
+    }
+
+    /// The family of a `model_type` value: `t5` and `mt5` are T5 (absent too: early T5
+    /// `config.json` files have no `model_type`).
+    pub fn from_model_type(model_type: Option<&str>) -> Option<Self> {
+        match model_type {
+            None | Some("t5" | "mt5") => Some(Family::T5),
+            Some("bert") => Some(Family::Bert),
+            Some("mpnet") => Some(Family::Mpnet),
+            Some(_) => None,
+        }
+    }
+}
+
+crate::by_name::by_name!(Family, "model family", "t5, bert or mpnet", serde);
+
+fn bert_vocab() -> usize {
+    30522
+}
+fn bert_hidden() -> usize {
+    768
+}
+fn bert_layers() -> usize {
+    12
+}
+fn bert_intermediate() -> usize {
+    3072
+}
+fn bert_positions() -> usize {
+    512
+}
+fn bert_types() -> usize {
+    2
+}
+fn bert_eps() -> f64 {
+    1e-12
+}
+fn gelu() -> String {
+    "gelu".into()
+}
+
+/// BERT and MPNet hyper-parameters (Hugging Face's `BertConfig` / `MPNetConfig`), with BERT's
+/// defaults for absent keys; [`ModelConfig::from_slice`] fills MPNet's own defaults.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct BertConfig {
+    #[serde(default = "bert_vocab")]
+    pub vocab_size: usize,
+    #[serde(default = "bert_hidden")]
+    pub hidden_size: usize,
+    #[serde(default = "bert_layers")]
+    pub num_hidden_layers: usize,
+    #[serde(default = "bert_layers")]
+    pub num_attention_heads: usize,
+    #[serde(default = "bert_intermediate")]
+    pub intermediate_size: usize,
+    #[serde(default = "gelu")]
+    pub hidden_act: String,
+    #[serde(default = "bert_positions")]
+    pub max_position_embeddings: usize,
+    /// BERT only (MPNet has no token types).
+    #[serde(default = "bert_types")]
+    pub type_vocab_size: usize,
+    #[serde(default = "bert_eps")]
+    pub layer_norm_eps: f64,
+    /// MPNet: position ids start after it (RoBERTa's scheme). BERT's default 0, MPNet's 1.
+    #[serde(default)]
+    pub pad_token_id: Option<usize>,
+    /// MPNet's position-bias table rows; the buckets used are always 32 (transformers'
+    /// `compute_position_bias` passes its default whatever the config says).
+    #[serde(default)]
+    pub relative_attention_num_buckets: Option<usize>,
+}
+
+/// MPNet's bucket count and distance (transformers' `MPNetEncoder.compute_position_bias`).
+pub const MPNET_BUCKETS: usize = 32;
+pub const MPNET_MAX_DISTANCE: usize = 128;
+
+impl BertConfig {
+    /// `hidden_size / num_attention_heads`.
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads.max(1)
+    }
+
+    pub fn pad_id(&self, family: Family) -> usize {
+        self.pad_token_id.unwrap_or(if family == Family::Mpnet { 1 } else { 0 })
+    }
+
+    /// The parsed `hidden_act`. Valid after [`validate`](Self::validate).
+    pub fn activation(&self) -> Activation {
+        Activation::from_hidden_act(&self.hidden_act).unwrap_or(Activation::Gelu)
+    }
+
+    /// The first position id of a text: 0 for BERT, `pad_token_id + 1` for MPNet.
+    pub fn position_offset(&self, family: Family) -> usize {
+        if family == Family::Mpnet { self.pad_id(family) + 1 } else { 0 }
+    }
+
+    /// The most tokens the position table covers.
+    pub fn max_tokens(&self, family: Family) -> usize {
+        self.max_position_embeddings.saturating_sub(self.position_offset(family))
+    }
+
+    /// Checks every value inference depends on; the message names the key.
+    pub fn validate(&self, family: Family) -> Result<(), String> {
+        for (key, v, max) in [
+            ("vocab_size", self.vocab_size, 1 << 22),
+            ("hidden_size", self.hidden_size, 1 << 16),
+            ("num_hidden_layers", self.num_hidden_layers, 1 << 10),
+            ("num_attention_heads", self.num_attention_heads, 1 << 10),
+            ("intermediate_size", self.intermediate_size, 1 << 20),
+            ("max_position_embeddings", self.max_position_embeddings, 1 << 20),
+            ("type_vocab_size", self.type_vocab_size, 1 << 10),
+        ] {
+            if v == 0 && !(key == "type_vocab_size" && family == Family::Mpnet) {
+                return Err(format!("`{key}` must be positive"));
+            }
+            if v > max {
+                return Err(format!("`{key}` = {v} is beyond any {family} model (at most {max})"));
+            }
+        }
+        if self.hidden_size % self.num_attention_heads != 0 {
+            return Err(format!(
+                "`hidden_size` ({}) is not a multiple of `num_attention_heads` ({})",
+                self.hidden_size, self.num_attention_heads
+            ));
+        }
+        if Activation::from_hidden_act(&self.hidden_act).is_none() {
+            return Err(format!(
+                "`hidden_act` = `{}` is not supported (expected gelu, gelu_new, gelu_pytorch_tanh, relu or silu)",
+                self.hidden_act
+            ));
+        }
+        let eps = self.layer_norm_eps;
+        if !(eps.is_finite() && eps > 0.0) {
+            return Err("`layer_norm_eps` must be positive and finite".into());
+        }
+        if self.max_tokens(family) == 0 {
+            return Err(format!(
+                "`max_position_embeddings` ({}) leaves no position for a token after `pad_token_id` + 1",
+                self.max_position_embeddings
+            ));
+        }
+        if family == Family::Mpnet
+            && self.relative_attention_num_buckets.unwrap_or(MPNET_BUCKETS) < MPNET_BUCKETS
+        {
+            return Err(format!(
+                "`relative_attention_num_buckets` must be at least {MPNET_BUCKETS} (MPNet always buckets with {MPNET_BUCKETS})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A validated `config.json` of any family st5 runs, chosen by `model_type`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelConfig {
+    T5(T5Config),
+    /// BERT or MPNet.
+    Bert(Family, BertConfig),
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig::T5(T5Config::default())
+    }
+}
+
+impl ModelConfig {
+    /// Parses and validates the bytes of a `config.json`; `path` names it in errors. An unknown
+    /// `model_type` names the field, its value and the families st5 runs.
+    pub fn from_slice(bytes: &[u8], path: &Path) -> Result<Self> {
+        #[derive(Deserialize)]
+        struct Tag {
+            #[serde(default)]
+            model_type: Option<String>,
+        }
+        let tag: Tag = serde_json::from_slice(bytes)
+            .map_err(|source| Error::Json { path: path.into(), source })?;
+        let family = Family::from_model_type(tag.model_type.as_deref()).ok_or_else(|| {
+            Error::config(
+                path,
+                format!(
+                    "`model_type` = `{}` is not a family st5 runs (supported: t5 and mt5, bert, mpnet)",
+                    tag.model_type.as_deref().unwrap_or_default()
+                ),
+            )
+        })?;
+        match family {
+            Family::T5 => Ok(ModelConfig::T5(T5Config::from_slice(bytes, path)?)),
+            family => {
+                let cfg: BertConfig = serde_json::from_slice(bytes)
+                    .map_err(|source| Error::Json { path: path.into(), source })?;
+                cfg.validate(family).map_err(|m| Error::config(path, m))?;
+                Ok(ModelConfig::Bert(family, cfg))
+            }
+        }
+    }
+
+    pub fn family(&self) -> Family {
+        match self {
+            ModelConfig::T5(_) => Family::T5,
+            ModelConfig::Bert(family, _) => *family,
+        }
+    }
+
+    /// The T5 config, for what only T5 has (a decoder, soft prompts).
+    pub fn t5(&self) -> Option<&T5Config> {
+        match self {
+            ModelConfig::T5(cfg) => Some(cfg),
+            ModelConfig::Bert(..) => None,
+        }
+    }
+
+    /// The hidden width: T5's `d_model`, BERT's `hidden_size`.
+    pub fn d_model(&self) -> usize {
+        match self {
+            ModelConfig::T5(cfg) => cfg.d_model,
+            ModelConfig::Bert(_, cfg) => cfg.hidden_size,
+        }
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            ModelConfig::T5(cfg) => cfg.vocab_size,
+            ModelConfig::Bert(_, cfg) => cfg.vocab_size,
+        }
+    }
+
+    /// The most tokens a text may have: T5 has no limit, BERT and MPNet their position table.
+    pub fn max_tokens(&self) -> Option<usize> {
+        match self {
+            ModelConfig::T5(_) => None,
+            ModelConfig::Bert(family, cfg) => Some(cfg.max_tokens(*family)),
+        }
+    }
+
+    /// As [`T5Config::activation_bytes_per_text`], for any family.
+    pub fn activation_bytes_per_text(&self, seq: usize) -> u64 {
+        match self {
+            ModelConfig::T5(cfg) => cfg.activation_bytes_per_text(seq),
+            ModelConfig::Bert(_, cfg) => {
+                let (seq, heads) = (seq as u64, cfg.num_attention_heads as u64);
+                let widest = [
+                    heads.saturating_mul(seq),
+                    cfg.intermediate_size as u64,
+                    cfg.hidden_size as u64,
+                ]
+                .into_iter()
+                .max()
+                .unwrap_or(0);
+                seq.saturating_mul(widest).saturating_mul(4)
+            }
+        }
+    }
+
+    /// The largest weight tensor as `(name, f32 bytes)`.
+    pub fn largest_weight(&self) -> (&'static str, u64) {
+        match self {
+            ModelConfig::T5(cfg) => cfg.largest_weight(),
+            ModelConfig::Bert(_, cfg) => {
+                let d = cfg.hidden_size as u64;
+                [
+                    ("embeddings.word_embeddings.weight", cfg.vocab_size as u64 * d),
+                    ("encoder.layer.*.intermediate.dense.weight", cfg.intermediate_size as u64 * d),
+                ]
+                .into_iter()
+                .map(|(n, elems)| (n, 4 * elems))
+                .max_by_key(|&(_, b)| b)
+                .expect("non-empty")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_type_chooses_the_family() {
+        // (config.json, the family, or the text the error must hold)
+        let cases: [(&str, Result<Family, &str>); 9] = [
+            ("{}", Ok(Family::T5)),
+            (r#"{"model_type": "mt5"}"#, Ok(Family::T5)),
+            (
+                r#"{"model_type": "bert", "hidden_size": 32, "num_attention_heads": 4}"#,
+                Ok(Family::Bert),
+            ),
+            (r#"{"model_type": "mpnet", "vocab_size": 30527}"#, Ok(Family::Mpnet)),
+            (
+                r#"{"model_type": "llama"}"#,
+                Err(
+                    "`model_type` = `llama` is not a family st5 runs (supported: t5 and mt5, bert, mpnet)",
+                ),
+            ),
+            (r#"{"model_type": "bert", "hidden_act": "tanh"}"#, Err("hidden_act")),
+            (
+                r#"{"model_type": "bert", "hidden_size": 30, "num_attention_heads": 4}"#,
+                Err("not a multiple"),
+            ),
+            (r#"{"model_type": "mpnet", "max_position_embeddings": 2}"#, Err("leaves no position")),
+            (
+                r#"{"model_type": "mpnet", "relative_attention_num_buckets": 16}"#,
+                Err("at least 32"),
+            ),
+        ];
+        for (json, want) in cases {
+            let got = ModelConfig::from_slice(json.as_bytes(), Path::new("m/config.json"));
+            match (got, want) {
+                (Ok(cfg), Ok(family)) => assert_eq!(cfg.family(), family, "{json}"),
+                (Err(e), Err(text)) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains(text) && msg.contains("m/config.json"), "{json}: {msg}");
+                }
+                (got, want) => panic!("{json}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn family_defaults_differ_where_transformers_does() {
+        let cfg: BertConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(cfg.layer_norm_eps, 1e-12);
+        let cases = [(Family::Bert, 0, 0, 512), (Family::Mpnet, 1, 2, 510)];
+        for (family, pad, offset, max) in cases {
+            assert_eq!(cfg.pad_id(family), pad, "{family}");
+            assert_eq!(cfg.position_offset(family), offset, "{family}");
+            assert_eq!(cfg.max_tokens(family), max, "{family}");
+        }
+        for (act, want) in [
+            ("gelu", Some(Activation::Gelu)),
+            ("gelu_new", Some(Activation::GeluNew)),
+            ("gelu_pytorch_tanh", Some(Activation::GeluNew)),
+            ("relu", Some(Activation::Relu)),
+            ("gelu_fast", None),
+        ] {
+            assert_eq!(Activation::from_hidden_act(act), want, "{act}");
+        }
+    }
 
     #[test]
     fn feed_forward_kinds() {

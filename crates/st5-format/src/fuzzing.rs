@@ -3,7 +3,7 @@
 //! ran. Each takes outside bytes the way a load does and must return, never panic.
 
 use crate::checkpoint::Checkpoint;
-use crate::config::T5Config;
+use crate::config::ModelConfig;
 use crate::files::{MemoryFiles, ModelFiles, join};
 use crate::layout::ModelLayout;
 #[cfg(not(target_arch = "wasm32"))]
@@ -11,9 +11,11 @@ use crate::tokenizer::T5Tokenizer;
 
 /// `config.json`: parsed and validated, then every size the loader derives from it.
 pub fn config_json(data: &[u8]) {
-    if let Ok(cfg) = T5Config::from_slice(data, "config.json".as_ref()) {
-        let _ = (cfg.feed_forward(), cfg.decoder_layers(), cfg.inner_dim());
-        let _ = (cfg.largest_weight(), cfg.activation_bytes_per_text(512));
+    if let Ok(cfg) = ModelConfig::from_slice(data, "config.json".as_ref()) {
+        if let Some(t5) = cfg.t5() {
+            let _ = (t5.feed_forward(), t5.decoder_layers(), t5.inner_dim());
+        }
+        let _ = (cfg.largest_weight(), cfg.activation_bytes_per_text(512), cfg.max_tokens());
     }
 }
 

@@ -1,12 +1,14 @@
 //! Model directory layouts: a sentence-transformers directory (`modules.json`, `1_Pooling`,
 //! `2_Dense`, `Normalize`; the Transformer at the root or in `0_Transformer/`) or a plain
-//! Hugging Face T5 / T5 v1.1 / mT5 directory. Reading a layout touches only JSON files.
+//! Hugging Face directory of any family st5 runs (T5, BERT, MPNet). Reading a layout touches
+//! only JSON files.
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::config::T5Config;
+use crate::by_name::by_name;
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
 use crate::variant::Variant;
@@ -14,19 +16,19 @@ use crate::variant::Variant;
 /// Everything read from a model directory's JSON files.
 #[derive(Debug, Clone)]
 pub struct ModelLayout {
-    /// The folder (relative to the model root) holding the T5 `config.json` and weights.
+    /// The folder (relative to the model root) holding the encoder's `config.json` and weights.
     pub transformer: String,
     /// The same, as a path for messages.
     pub transformer_dir: PathBuf,
-    pub config: T5Config,
+    pub config: ModelConfig,
     /// From the Pooling module (`mean` → enc-mean, `cls` → enc-first); `None` for a plain HF dir.
     pub pooling: Option<Variant>,
     /// A Pooling module whose mode is unset or not a Sentence-T5 pooling (the natural layout of
     /// an EncDec checkpoint, which sentence-transformers has no mode for): its config file and
     /// the problem. An error only when no variant is given explicitly ([`ModelLayout::variant`]).
     pub pooling_problem: Option<(PathBuf, String)>,
-    /// Dense module folders (relative) with `(in_features, out_features, bias)`.
-    pub dense: Vec<(String, (usize, usize, bool))>,
+    /// Dense module folders (relative) with `(in_features, out_features, bias, activation)`.
+    pub dense: Vec<(String, DenseSpec)>,
     /// A Normalize module is present (always true for a plain HF directory).
     pub normalize: bool,
     /// From `sentence_bert_config.json`, else the tokenizer's `model_max_length`, else 512.
@@ -34,6 +36,49 @@ pub struct ModelLayout {
     /// `tokenizer.json` (relative), if the model has one.
     pub tokenizer: Option<String>,
 }
+
+/// A Dense module's activation (`activation_function` in its config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DenseActivation {
+    /// `torch.nn.modules.linear.Identity`: Sentence-T5's projection.
+    Identity,
+    /// `torch.nn.modules.activation.Tanh`.
+    Tanh,
+}
+
+impl DenseActivation {
+    pub const ALL: [DenseActivation; 2] = [DenseActivation::Identity, DenseActivation::Tanh];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DenseActivation::Identity => "identity",
+            DenseActivation::Tanh => "tanh",
+        }
+    }
+
+    /// The class path sentence-transformers writes, which [`from_class`](Self::from_class) reads.
+    pub fn class(self) -> &'static str {
+        match self {
+            DenseActivation::Identity => "torch.nn.modules.linear.Identity",
+            DenseActivation::Tanh => "torch.nn.modules.activation.Tanh",
+        }
+    }
+
+    /// The activation of a class path (`torch.nn.modules.activation.Tanh`, ...), by its last
+    /// segment.
+    pub fn from_class(class: &str) -> Option<Self> {
+        match class.rsplit('.').next().unwrap_or_default() {
+            "Identity" => Some(DenseActivation::Identity),
+            "Tanh" => Some(DenseActivation::Tanh),
+            _ => None,
+        }
+    }
+}
+
+by_name!(DenseActivation, "Dense activation", "identity or tanh");
+
+/// One Dense module: `(in_features, out_features, bias, activation)`.
+pub type DenseSpec = (usize, usize, bool, DenseActivation);
 
 #[derive(Deserialize)]
 struct ModuleEntry {
@@ -84,12 +129,14 @@ impl PoolingConfig {
         match modes.as_slice() {
             ["mean"] | ["mean_tokens"] => Ok(Variant::EncMean),
             ["cls"] | ["cls_token"] => Ok(Variant::EncFirst),
+            ["max"] | ["max_tokens"] => Ok(Variant::Max),
+            ["mean_sqrt_len_tokens"] => Ok(Variant::MeanSqrtLen),
             // st5's own mode for the first decoder output (save.rs writes it for encdec-first
             // models); sentence-transformers has none, so Python refuses such a directory.
             [ENCDEC_POOLING_MODE] => Ok(Variant::EncDecFirst),
             [] => Err("no pooling mode is set".into()),
             other => Err(format!(
-                "pooling mode {other:?} is not a Sentence-T5 pooling (expected mean or cls)"
+                "pooling mode {other:?} is not supported (expected one of mean, cls, max or mean_sqrt_len_tokens)"
             )),
         }
     }
@@ -153,22 +200,22 @@ impl ModelLayout {
                         .activation_function
                         .as_deref()
                         .unwrap_or("torch.nn.modules.linear.Identity");
-                    if !act.ends_with("Identity") {
+                    let Some(activation) = DenseActivation::from_class(act) else {
                         return Err(Error::config(
                             files.path(&config),
                             format!(
-                                "Dense activation `{act}` is not supported (Sentence-T5 uses Identity)"
+                                "Dense activation_function `{act}` is not supported (expected torch.nn.modules.linear.Identity or torch.nn.modules.activation.Tanh)"
                             ),
                         ));
-                    }
-                    dense.push((sub, (cfg.in_features, cfg.out_features, cfg.bias)));
+                    };
+                    dense.push((sub, (cfg.in_features, cfg.out_features, cfg.bias, activation)));
                 }
                 "Normalize" => normalize = true,
                 other => {
                     return Err(Error::config(
                         &modules_path,
                         format!(
-                            "module type `{}` ({other}) is not part of a Sentence-T5 model",
+                            "module type `{}` ({other}) is not supported (expected Transformer, Pooling, Dense and Normalize)",
                             m.kind
                         ),
                     ));
@@ -208,10 +255,10 @@ impl ModelLayout {
         let Some(bytes) = files.read(&config_rel)? else {
             return Err(Error::layout(
                 files.path(transformer),
-                "no config.json (expected a sentence-transformers or Hugging Face T5 directory)",
+                "no config.json (expected a sentence-transformers or Hugging Face model directory)",
             ));
         };
-        let config = T5Config::from_slice(&bytes, &files.path(&config_rel))?;
+        let config = ModelConfig::from_slice(&bytes, &files.path(&config_rel))?;
         let find = |name: &str| {
             [join(transformer, name), name.to_string()].into_iter().find(|p| files.exists(p))
         };
@@ -246,10 +293,12 @@ mod tests {
 
     #[test]
     fn pooling_configs() {
-        let cases: [(&str, Option<Variant>); 9] = [
+        let cases: [(&str, Option<Variant>); 11] = [
             (r#"{"pooling_mode": "mean"}"#, Some(Variant::EncMean)),
             (r#"{"pooling_mode": "cls"}"#, Some(Variant::EncFirst)),
-            (r#"{"pooling_mode": "max"}"#, None),
+            (r#"{"pooling_mode": "max"}"#, Some(Variant::Max)),
+            (r#"{"pooling_mode_mean_sqrt_len_tokens": true}"#, Some(Variant::MeanSqrtLen)),
+            (r#"{"pooling_mode": "weightedmean"}"#, None),
             (r#"{"pooling_mode": "st5_encdec_first"}"#, Some(Variant::EncDecFirst)),
             (r#"{"pooling_mode": "mean+cls"}"#, None),
             (
@@ -287,7 +336,7 @@ mod tests {
             let layout = ModelLayout {
                 transformer: String::new(),
                 transformer_dir: PathBuf::from("m"),
-                config: T5Config::default(),
+                config: ModelConfig::default(),
                 pooling,
                 pooling_problem: pooling_problem.clone(),
                 dense: Vec::new(),

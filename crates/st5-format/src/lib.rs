@@ -2,7 +2,7 @@
 //! parsers that take outside bytes build fast and fuzz on their own (`fuzz/`). st5-core
 //! re-exports every module here under the same name.
 //!
-//! - [`config`]: `T5Config` from `config.json`, validated;
+//! - [`config`]: `config.json` validated, its family (T5, BERT, MPNet) chosen by `model_type`;
 //! - [`device_choice`]: the devices a run can be asked for, by name (native and web);
 //!   [`compute`]: int8 or f32 arithmetic for the matrix products, by name;
 //! - [`files`]: model files from a directory (memory-mapped) or held in memory;

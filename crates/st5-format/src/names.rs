@@ -1,8 +1,12 @@
 //! The one table between this crate's module tree and checkpoint tensor names, for loading and
-//! saving alike. Modules and fields are named as in Hugging Face's `modeling_t5.py`
-//! (`SelfAttention`, `DenseReluDense`, `wi`, `wi_0`, `wi_1`, ...), so a parameter's module path
-//! is its checkpoint name, except for what is listed here:
-//! - [`BLOCK_LAYERS`]: a block's sub-layers are fields here and a `layer.N` list there;
+//! saving alike, for every family. Modules and fields are named as in Hugging Face's
+//! `modeling_t5.py` (`SelfAttention`, `DenseReluDense`, `wi`, `wi_0`, `wi_1`, ...),
+//! `modeling_bert.py` (`attention.self.query`, `intermediate.dense`, `LayerNorm`, ...) and
+//! `modeling_mpnet.py` (`attention.attn.q`, `encoder.relative_attention_bias`), so a parameter's
+//! module path is its checkpoint name, except for what is listed here:
+//! - [`BLOCK_LAYERS`]: a T5 block's sub-layers are fields here and a `layer.N` list there;
+//! - [`FIELDS`]: checkpoint names that are Rust keywords;
+//! - [`IGNORED`]: tensors a checkpoint may hold that no family uses (BERT's pooler);
 //! - [`TIED`]: the token embeddings are stored once, as `shared.weight`;
 //! - [`PREFIXES`]: wrapped exports put a prefix before every name (read, never written);
 //! - tensors: a Linear's `weight` is `[in, out]` here and `[out, in]` there, and a bare table
@@ -29,8 +33,25 @@ pub const TIED: [(&str, &str); 2] = [
     ("decoder.embed_tokens.weight", "shared.weight"),
 ];
 
-/// Prefixes some exporters put before every name (wrapped models).
-pub const PREFIXES: [&str; 4] = ["", "model.", "transformer.", "auto_model."];
+/// Fields named otherwise than the checkpoint's module, because the checkpoint's name is a Rust
+/// keyword: (field, checkpoint name). BERT's `attention.self`.
+pub const FIELDS: [(&str, &str); 1] = [("self_", "self")];
+
+/// Checkpoint tensors no family uses, by prefix (after [`PREFIXES`]): they are not reported as
+/// unused. BERT's pooler (dense + tanh over `[CLS]`, which sentence-transformers never runs) and
+/// the `position_ids` buffer older exports store.
+pub const IGNORED: [&str; 2] = ["pooler.", "embeddings.position_ids"];
+
+/// Prefixes some exporters put before every name (wrapped models; `BertModel` and `MPNetModel`
+/// weights saved from a task model carry `bert.` / `mpnet.`).
+pub const PREFIXES: [&str; 6] = ["", "model.", "transformer.", "auto_model.", "bert.", "mpnet."];
+
+/// Whether the stored tensor `name` is one that no family uses ([`IGNORED`]), under any prefix.
+pub fn is_ignored(name: &str) -> bool {
+    PREFIXES.iter().any(|p| {
+        name.strip_prefix(p).is_some_and(|rest| IGNORED.iter().any(|i| rest.starts_with(i)))
+    })
+}
 
 /// The checkpoint name of `T5Block` field `field` (`self_attention`, `cross_attention`, `ff`).
 pub fn block_layer(field: &str, decoder: bool) -> &'static str {
@@ -59,8 +80,9 @@ pub fn tied_spellings(name: &str) -> Vec<String> {
     PREFIXES.iter().flat_map(|p| group.iter().map(move |n| format!("{p}{n}"))).collect()
 }
 
-/// The checkpoint name of the T5 parameter at module path `path` (burn's field path under the
-/// model's `t5` field, e.g. `encoder.block.0.self_attention.SelfAttention.q.weight`), and
+/// The checkpoint name of the encoder parameter at module path `path` (burn's field path under
+/// the model's encoder, e.g. `encoder.block.0.self_attention.SelfAttention.q.weight` or
+/// `encoder.layer.0.attention.self_.query.weight`), and
 /// whether it is a Linear weight, stored transposed. Fields named `weight`/`bias` belong to
 /// Linear and layer-norm modules; bare parameters are embedding tables.
 pub fn checkpoint_name(path: &str, rank: usize) -> (String, bool) {
@@ -68,10 +90,11 @@ pub fn checkpoint_name(path: &str, rank: usize) -> (String, bool) {
     let segments: Vec<&str> = path
         .split('.')
         .map(|seg| {
+            let field = FIELDS.iter().find(|(f, _)| *f == seg).map_or(seg, |(_, n)| n);
             BLOCK_LAYERS
                 .iter()
-                .find(|(f, _, _)| *f == seg)
-                .map_or(seg, |(_, e, d)| if decoder { d } else { e })
+                .find(|(f, _, _)| *f == field)
+                .map_or(field, |(_, e, d)| if decoder { d } else { e })
         })
         .collect();
     let name = segments.join(".");
@@ -135,10 +158,35 @@ mod tests {
             ),
             ("encoder.final_layer_norm.weight", 1, "encoder.final_layer_norm.weight", false),
             ("encoder.embed_tokens", 2, "shared.weight", false),
+            (
+                "encoder.layer.2.attention.self_.query.weight",
+                2,
+                "encoder.layer.2.attention.self.query.weight",
+                true,
+            ),
+            ("embeddings.word_embeddings", 2, "embeddings.word_embeddings.weight", false),
+            ("embeddings.LayerNorm.bias", 1, "embeddings.LayerNorm.bias", false),
+            ("encoder.relative_attention_bias", 2, "encoder.relative_attention_bias.weight", false),
             ("decoder.embed_tokens", 2, "shared.weight", false),
         ];
         for &(path, rank, want, linear) in cases {
             assert_eq!(checkpoint_name(path, rank), (want.to_string(), linear), "{path}");
+        }
+    }
+
+    #[test]
+    fn the_pooler_and_position_ids_are_ignored_under_any_prefix() {
+        let cases = [
+            ("pooler.dense.weight", true),
+            ("bert.pooler.dense.bias", true),
+            ("embeddings.position_ids", true),
+            ("mpnet.embeddings.position_ids", true),
+            ("embeddings.position_embeddings.weight", false),
+            ("encoder.layer.0.output.dense.weight", false),
+            ("lm_head.weight", false),
+        ];
+        for (name, want) in cases {
+            assert_eq!(is_ignored(name), want, "{name}");
         }
     }
 

@@ -61,9 +61,16 @@ pub fn scale_name(name: &str) -> String {
 }
 
 /// Whether [`WeightDtype::Int8`] stores checkpoint tensor `name` of rank `rank` as int8: Linear
-/// weights and embedding tables, not the (tiny) relative-position bias or 1-D tensors.
+/// weights and token tables, not 1-D tensors nor the small tables added to every token (the
+/// relative-position bias; BERT's and MPNet's absolute position and token-type tables), which
+/// int8 would round at every position for a few hundred kilobytes.
 pub fn is_quantized(name: &str, rank: usize) -> bool {
-    rank == 2 && name.ends_with(".weight") && !name.ends_with("relative_attention_bias.weight")
+    const KEPT: [&str; 3] = [
+        "relative_attention_bias.weight",
+        "position_embeddings.weight",
+        "token_type_embeddings.weight",
+    ];
+    rank == 2 && name.ends_with(".weight") && !KEPT.iter().any(|k| name.ends_with(k))
 }
 
 /// Symmetric per-row int8 of row-major `[rows, cols]` values: `scale = max|row| / 127` (1 for an
@@ -154,6 +161,11 @@ mod tests {
             ("encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", 2, false),
             ("encoder.final_layer_norm.weight", 1, false),
             ("linear.bias", 1, false),
+            ("embeddings.word_embeddings.weight", 2, true),
+            ("encoder.layer.0.attention.self.query.weight", 2, true),
+            ("embeddings.position_embeddings.weight", 2, false),
+            ("embeddings.token_type_embeddings.weight", 2, false),
+            ("encoder.relative_attention_bias.weight", 2, false),
         ];
         for (name, rank, want) in which {
             assert_eq!(is_quantized(name, rank), want, "{name}");

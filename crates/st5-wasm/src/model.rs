@@ -199,7 +199,7 @@ impl Model {
         self.embedder.tokenizer().max_len()
     }
 
-    /// `"enc-mean"`, `"enc-first"` or `"encdec-first"`.
+    /// `"enc-mean"`, `"enc-first"`, `"encdec-first"`, `"max"` or `"mean-sqrt-len"`.
     #[wasm_bindgen(getter)]
     pub fn variant(&self) -> String {
         self.embedder.variant().to_string()

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::{ModuleOptimizer, OptimizerRecord};
 use burn::tensor::{Bytes, Tensor};
-use st5_core::SentenceT5;
+use st5_core::SentenceModel;
 use st5_core::WeightDtype;
 use st5_core::save::save_files;
 
@@ -49,7 +49,7 @@ impl ModuleMapper for SetIds<'_> {
     }
 }
 
-fn param_ids(model: &SentenceT5) -> BTreeMap<String, u64> {
+fn param_ids(model: &SentenceModel) -> BTreeMap<String, u64> {
     let mut v = Ids(Vec::new(), BTreeMap::new());
     model.visit(&mut v);
     v.1
@@ -79,7 +79,7 @@ pub(super) fn read_checkpoint(dir: &Path) -> Result<(TrainState, Vec<u8>)> {
 
 /// `model` with the parameter ids `state` recorded, so that the optimiser state finds its
 /// parameters again.
-pub(super) fn with_param_ids(model: SentenceT5, state: &TrainState) -> SentenceT5 {
+pub(super) fn with_param_ids(model: SentenceModel, state: &TrainState) -> SentenceModel {
     model.map(&mut SetIds(Vec::new(), &state.param_ids))
 }
 

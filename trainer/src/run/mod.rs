@@ -25,7 +25,7 @@ use st5_core::prompt::{Prompt, PromptMeta};
 use st5_core::save::{SaveOptions, save_sentence_transformers, write_atomically};
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::transfer::to_host;
-use st5_core::{SentenceT5, WeightDtype};
+use st5_core::{SentenceModel, WeightDtype};
 
 use crate::config::{StageConfig, TrainConfig};
 use crate::data::{self, Dataset, Sampler};
@@ -56,7 +56,7 @@ struct PromptRun {
 pub struct Run {
     pub cfg: TrainConfig,
     base: Device,
-    pub model: SentenceT5,
+    pub model: SentenceModel,
     tokenizer: T5Tokenizer,
     config_json: serde_json::Value,
     tokenizer_json: FileBytes,

@@ -11,11 +11,11 @@ use st5_core::files::Dir;
 use st5_core::fingerprint::weights_fingerprint;
 use st5_core::layout::ModelLayout;
 use st5_core::loader::{Loaded, load_dir};
+use st5_core::models::layers::Linear;
 use st5_core::prompt::Prompt;
-use st5_core::t5::Linear;
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::transfer::to_host;
-use st5_core::{Compute, DeviceChoice, FileBytes, LoadOptions, OpenDevice, SentenceT5, Variant};
+use st5_core::{Compute, DeviceChoice, FileBytes, LoadOptions, OpenDevice, SentenceModel, Variant};
 
 use super::checkpoint::{latest_checkpoint, read_checkpoint, with_param_ids};
 use super::eval::DevSet;
@@ -104,7 +104,7 @@ fn check_prompt_source(init: &Path, prompt_length: Option<usize>) -> Result<()> 
 
 /// The starting model, with what saving it needs.
 struct Start {
-    model: SentenceT5,
+    model: SentenceModel,
     tokenizer: T5Tokenizer,
     tokenizer_json: FileBytes,
     layout: ModelLayout,
@@ -155,13 +155,15 @@ fn load_start(
     Ok(Start { model, tokenizer, tokenizer_json, layout, config_json })
 }
 
-/// A random model from a T5 `config.json` (`[model] init` names the file): encoder only, the
-/// configured pooling (default enc-mean), Normalize; the tokenizer from `[model] tokenizer`.
+/// A random model from a `config.json` of any family (`[model] init` names the file): encoder
+/// only, the configured pooling (default enc-mean), Normalize; the tokenizer from
+/// `[model] tokenizer`.
 fn random_model(config: &Path, cfg: &TrainConfig, device: &Device) -> Result<Loaded> {
-    let t5 = st5_core::T5Config::from_file(config)?;
+    let bytes = std::fs::read(config).map_err(|e| Error::io(config, e))?;
+    let t5 = st5_core::ModelConfig::from_slice(&bytes, config)?;
     let variant = cfg.model.variant.unwrap_or(Variant::EncMean);
     let head = st5_core::HeadConfig { variant, dense: Vec::new(), normalize: true };
-    let model = SentenceT5::init(&t5, &head, device);
+    let model = SentenceModel::init(&t5, &head, device);
     let tok = cfg.model.tokenizer.as_ref().ok_or_else(|| Error::Config {
         path: config.into(),
         message: "a model initialised from a config.json needs [model] tokenizer".into(),
@@ -187,28 +189,37 @@ fn random_model(config: &Path, cfg: &TrainConfig, device: &Device) -> Result<Loa
 /// A prompt run's soft prompt of `length` vectors, put before every text of `model`, which is
 /// frozen: the checkpoint's prompt when the run resumes, else one drawn from the vocabulary.
 fn add_prompt(
-    model: SentenceT5,
+    model: SentenceModel,
     cfg: &TrainConfig,
     init: &Path,
     layout: &ModelLayout,
     checkpoint: Option<&Path>,
     length: usize,
     ad: &Device,
-) -> Result<(SentenceT5, PromptRun)> {
+) -> Result<(SentenceModel, PromptRun)> {
+    if model.encoder.t5().is_none() {
+        return Err(Error::Config {
+            path: init.into(),
+            message: format!(
+                "soft prompts run on T5 models only, and this is a {} model",
+                layout.config.family()
+            ),
+        });
+    }
     let fingerprint = weights_fingerprint(&Dir(init.to_path_buf()))?;
     let values = match checkpoint {
         Some(dir) => {
             let path = dir.join("prompt.safetensors");
             let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
             let p = Prompt::from_bytes(&bytes, &path)?;
-            p.check_base(&fingerprint, layout.config.d_model, &path)?;
+            p.check_base(&fingerprint, layout.config.d_model(), &path)?;
             p.values
         }
-        None => vocab_init(&model, layout.config.vocab_size, length, cfg.seed, ad)?,
+        None => vocab_init(&model, layout.config.vocab_size(), length, cfg.seed, ad)?,
     };
     // Frozen: only the prompt records gradients, so only it is clipped and stepped.
     let mut model = model.no_grad();
-    let shape = [length, layout.config.d_model];
+    let shape = [length, layout.config.d_model()];
     model.prompt =
         Some(Param::from_tensor(Tensor::<2>::from_data(TensorData::new(values, shape), ad)));
     Ok((model, PromptRun { fingerprint }))
@@ -218,7 +229,7 @@ fn add_prompt(
 /// table at ids drawn from the 5,000 most frequent pieces (Lester et al. 2021, §3.2, "sampled
 /// vocab"; SentencePiece numbers pieces by frequency, after the 3 specials).
 fn vocab_init(
-    model: &SentenceT5,
+    model: &SentenceModel,
     vocab: usize,
     length: usize,
     seed: u64,
@@ -229,13 +240,15 @@ fn vocab_init(
     let ids: Vec<i32> =
         (0..length).map(|_| (3 + rng.below(top.saturating_sub(3).max(1))) as i32).collect();
     let ids = Tensor::<2, burn::tensor::Int>::from_data(TensorData::new(ids, [1, length]), device);
-    Ok(to_host(model.t5.encoder.embed(ids).try_into_data())?)
+    let t5 = model.encoder.t5().expect("add_prompt checks the family");
+    Ok(to_host(t5.encoder.embed(ids).try_into_data())?)
 }
 
 /// The paper's projection, d_model → dim (`[model] dim`, default d_model), no bias, for a source
 /// without one; its weights drawn from the run's seed.
-fn add_dense(model: &mut SentenceT5, cfg: &TrainConfig, layout: &ModelLayout, ad: &Device) {
-    let (d_in, d_out) = (layout.config.d_model, cfg.model.dim.unwrap_or(layout.config.d_model));
+fn add_dense(model: &mut SentenceModel, cfg: &TrainConfig, layout: &ModelLayout, ad: &Device) {
+    let d_model = layout.config.d_model();
+    let (d_in, d_out) = (d_model, cfg.model.dim.unwrap_or(d_model));
     let w = normal(&mut Rng(cfg.seed ^ 0xD15E), d_in * d_out, (d_in as f64).powf(-0.5));
     let weight = Param::from_tensor(Tensor::<2>::from_data(TensorData::new(w, [d_in, d_out]), ad));
     model.dense.push(Linear { weight: Some(weight), bias: None, int8: None });

@@ -6,7 +6,7 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::Tensor;
-use st5_core::SentenceT5;
+use st5_core::SentenceModel;
 use st5_core::transfer::scalar;
 
 use super::{Event, Run, StageRun};
@@ -26,7 +26,7 @@ pub(super) fn optimizer(stage: &StageConfig) -> ModuleOptimizer {
 
 /// Scales all gradients so that their global L2 norm is at most `max` (when `max > 0`);
 /// returns the norm before clipping (non-finite if any gradient is).
-fn clip_global_norm(model: &SentenceT5, grads: &mut GradientsParams, max: f32) -> f32 {
+fn clip_global_norm(model: &SentenceModel, grads: &mut GradientsParams, max: f32) -> f32 {
     struct Norm<'a>(&'a GradientsParams, f64);
     impl ModuleVisitor for Norm<'_> {
         fn visit_float<const D: usize>(&mut self, p: &Param<Tensor<D>>) {

@@ -10,77 +10,14 @@
 #![allow(non_snake_case)]
 
 use burn::module::{Module, Param};
-use burn::tensor::activation::{gelu, gelu_approximate, relu, silu};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
+use super::layers::{self, Linear};
 use crate::config::{Activation, T5Config};
-use crate::int8::{self, Int8Matrix};
+use crate::int8::Int8Matrix;
 use crate::names::block_layer;
 use crate::ops::{self, AttentionBias};
 use crate::weights::{Init, VarBuilder};
-
-/// `y = x W + b` with `W` stored `[d_in, d_out]` (PyTorch's `[out, in]`, transposed at load), or
-/// kept int8 as stored (`[d_out, d_in]` codes, one scale per row) for the CPU's int8 compute.
-#[derive(Module, Debug)]
-pub struct Linear {
-    /// `[d_in, d_out]`; `None` when the weight is kept int8 ([`int8`](Self::int8)).
-    pub weight: Option<Param<Tensor<2>>>,
-    /// `[d_out]`
-    pub bias: Option<Param<Tensor<1>>>,
-    /// The weight as int8 codes `[d_out, d_in]` when the loader keeps int8 models int8
-    /// ([`crate::Compute::Auto`] on the CPU). Not a parameter: nothing trains or saves it.
-    #[module(skip)]
-    pub int8: Option<Int8Matrix>,
-}
-
-impl Linear {
-    /// Loads `{name}.weight` (and `{name}.bias` when `bias`), int8 as stored when `vb` keeps int8.
-    pub fn new(vb: &VarBuilder, d_in: usize, d_out: usize, bias: bool) -> Self {
-        let std = (d_in as f64).powf(-0.5);
-        let int8 = vb.int8(d_out, d_in, "weight");
-        Self {
-            weight: int8
-                .is_none()
-                .then(|| vb.get_linear_weight(d_in, d_out, "weight", Init::Normal(std))),
-            bias: bias.then(|| vb.get([d_out], "bias", Init::Zeros)),
-            int8,
-        }
-    }
-
-    /// `d_out`.
-    pub fn out_features(&self) -> usize {
-        match (&self.weight, &self.int8) {
-            (Some(w), _) => w.dims()[1],
-            (None, Some(q)) => q.rows(),
-            (None, None) => unreachable!("Linear::new sets a weight or int8"),
-        }
-    }
-
-    /// `[..., d_in]` → `[..., d_out]`. One fused kernel on the GPU without a bias
-    /// ([`ops::linear`]); int8 × int8 on the CPU for an int8 weight ([`int8::linear`]).
-    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let bias = self.bias.as_ref().map(Param::val);
-        match (&self.weight, &self.int8) {
-            (Some(w), _) => ops::linear(x, w.val(), bias),
-            (None, Some(q)) => int8::linear(x, q, bias),
-            (None, None) => unreachable!("Linear::new sets a weight or int8"),
-        }
-    }
-
-    /// One input through several layers: `[..., d_in]` → each layer's `[..., d_out]`. Where all
-    /// of them are int8 without a bias, [`int8::linears`] reads and quantizes the input once;
-    /// otherwise each layer's [`forward`](Self::forward).
-    pub fn forward_shared<const D: usize, const N: usize>(
-        layers: [&Linear; N],
-        x: Tensor<D>,
-    ) -> [Tensor<D>; N] {
-        let int8 = layers.map(|l| l.int8.as_ref().filter(|_| l.bias.is_none()));
-        match int8.iter().copied().collect::<Option<Vec<_>>>() {
-            Some(ws) => int8::linears(x, ws.try_into().expect("one matrix per layer")),
-            None => layers.map(|l| l.forward(x.clone())),
-        }
-    }
-}
 
 /// RMS norm: `x / sqrt(mean(x²) + eps) * weight`, no mean subtraction, no bias, in f32.
 /// <https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/t5/modeling_t5.py#L246-L270>
@@ -146,12 +83,7 @@ impl T5DenseActDense {
             }
             _ => unreachable!("new builds wi, or wi_0 and wi_1"),
         };
-        let h = match self.activation {
-            Activation::Relu => relu(h),
-            Activation::Gelu => gelu(h),
-            Activation::GeluNew => gelu_approximate(h),
-            Activation::Silu => silu(h),
-        };
+        let h = ops::activation(h, self.activation);
         let h = match linear {
             Some(linear) => h * linear,
             None => h,
@@ -180,7 +112,8 @@ impl T5LayerFF {
     }
 }
 
-/// T5's relative-position bucket (Raffel et al. 2020, §2.1): exact buckets for small offsets,
+/// T5's relative-position bucket (Raffel et al. 2020, §2.1), which MPNet uses too (`mpnet.rs`,
+/// bidirectional, 32 buckets, distance 128): exact buckets for small offsets,
 /// log-spaced up to `max_distance`, and in the encoder one half of the buckets per direction.
 /// Computed in f32 and truncated as `torch` does, so bucket edges match bit for bit.
 /// <https://github.com/huggingface/transformers/blob/v4.46.0/src/transformers/models/t5/modeling_t5.py#L390-L435>
@@ -211,6 +144,26 @@ pub fn relative_position_bucket(
         bucket += (max_exact + scaled as i64).min(num_buckets - 1);
     }
     bucket as usize
+}
+
+/// Each (query, key) pair's [`relative_position_bucket`] `[q_len, k_len]`, for query positions
+/// `0..q_len` against key positions `0..k_len`: a few hundred integers, computed on the host.
+pub fn bucket_tensor(
+    q_len: usize,
+    k_len: usize,
+    bidirectional: bool,
+    num_buckets: usize,
+    max_distance: usize,
+    device: &Device,
+) -> Tensor<2, Int> {
+    let buckets: Vec<i32> = (0..q_len)
+        .flat_map(|q| (0..k_len).map(move |k| (q, k)))
+        .map(|(q, k)| {
+            relative_position_bucket(k as i64 - q as i64, bidirectional, num_buckets, max_distance)
+                as i32
+        })
+        .collect();
+    Tensor::from_data(TensorData::new(buckets, [q_len, k_len]), device)
 }
 
 /// Multi-head attention without `1/sqrt(d_kv)` scaling; the first layer of each stack also owns
@@ -258,21 +211,9 @@ impl T5Attention {
         [&self.q, &self.k, &self.v, &self.o]
     }
 
-    /// Each (query, key) pair's bucket `[q_len, k_len]` for query positions `0..q_len` against
-    /// key positions `0..k_len`: a few hundred integers, computed on the host.
+    /// Each (query, key) pair's bucket `[q_len, k_len]` ([`bucket_tensor`]).
     pub fn buckets(&self, q_len: usize, k_len: usize, device: &Device) -> Tensor<2, Int> {
-        let buckets: Vec<i32> = (0..q_len)
-            .flat_map(|q| (0..k_len).map(move |k| (q, k)))
-            .map(|(q, k)| {
-                relative_position_bucket(
-                    k as i64 - q as i64,
-                    self.bidirectional,
-                    self.num_buckets,
-                    self.max_distance,
-                ) as i32
-            })
-            .collect();
-        Tensor::from_data(TensorData::new(buckets, [q_len, k_len]), device)
+        bucket_tensor(q_len, k_len, self.bidirectional, self.num_buckets, self.max_distance, device)
     }
 
     /// `x`: `[batch, q_len, d_model]`; `kv`: `[batch, k_len, d_model]` (cross-attention) or `x`.
@@ -387,12 +328,15 @@ pub struct T5Stack {
 impl T5Stack {
     pub fn new(vb: &VarBuilder, cfg: &T5Config, decoder: bool) -> Self {
         let n = if decoder { cfg.decoder_layers() } else { cfg.num_layers };
-        let table = vb.pp("embed_tokens");
-        let embed_int8 = table.int8(cfg.vocab_size, cfg.d_model, "weight");
+        let (embed_tokens, embed_int8) = layers::table(
+            &vb.pp("embed_tokens"),
+            cfg.vocab_size,
+            cfg.d_model,
+            "weight",
+            Init::Normal(1.0),
+        );
         Self {
-            embed_tokens: embed_int8.is_none().then(|| {
-                table.get_embedding(cfg.vocab_size, cfg.d_model, "weight", Init::Normal(1.0))
-            }),
+            embed_tokens,
             embed_int8,
             block: (0..n)
                 .map(|i| T5Block::new(&vb.pp("block").pp(i), cfg, i == 0, decoder))
@@ -408,15 +352,7 @@ impl T5Stack {
 
     /// `ids`: `[batch, seq]` → `[batch, seq, d_model]`
     pub fn embed(&self, ids: Tensor<2, Int>) -> Tensor<3> {
-        match (&self.embed_tokens, &self.embed_int8) {
-            (Some(table), _) => {
-                let [b, s] = ids.dims();
-                let d = table.dims()[1];
-                table.val().select(0, ids.reshape([b * s])).reshape([b, s, d])
-            }
-            (None, Some(q)) => int8::embedding(ids, q),
-            (None, None) => unreachable!("T5Stack::new sets a table or its int8 codes"),
-        }
+        layers::lookup(&self.embed_tokens, &self.embed_int8, ids)
     }
 
     /// Every int8 matrix of the stack (its table and Linear weights kept int8).
@@ -427,11 +363,7 @@ impl T5Stack {
 
     /// `d_model`, the table's width.
     pub fn d_model(&self) -> usize {
-        match (&self.embed_tokens, &self.embed_int8) {
-            (Some(table), _) => table.dims()[1],
-            (None, Some(q)) => q.cols(),
-            (None, None) => unreachable!("T5Stack::new sets a table or its int8 codes"),
-        }
+        layers::table_width(&self.embed_tokens, &self.embed_int8)
     }
 
     /// `ids`, `mask`: `[batch, seq]` (mask 1 token, 0 padding); `cross`: for the decoder, the
