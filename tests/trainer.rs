@@ -305,6 +305,53 @@ fn tiny_two_stage_run_loads_in_st5_embed() {
     assert_eq!(v, 16, "the created Dense projects to dim 16");
 }
 
+/// The trainer trains the BERT and MPNet families through the same model code: the tiny
+/// two-stage run from each family's random fixture (which has its own Dense) finishes with finite
+/// losses, moves every encoder weight it trains, and writes a directory that loads back as the
+/// same family with the trained weights.
+#[test]
+fn tiny_two_stage_run_trains_bert_and_mpnet() {
+    for fixture_name in ["st-bert-gelu", "st-mpnet"] {
+        let src = fixture(fixture_name);
+        let dir = scratch_dir(&format!("tiny-{fixture_name}"));
+        let init = format!("init = {:?}", src);
+        let tokenizer = format!("tokenizer = {:?}", src.join("tokenizer.json"));
+        // tiny_config has made the paths absolute before it applies the edits.
+        let old_init = format!("init = {:?}", fixture("hf-t5-relu-f16"));
+        let old_tokenizer =
+            format!("tokenizer = {:?}", fixture("st-enc-mean-relu").join("tokenizer.json"));
+        let edits =
+            [(old_init.as_str(), init.as_str()), (old_tokenizer.as_str(), tokenizer.as_str())];
+        let (ok, log) = finish(train(&tiny_config(&dir, &edits), false));
+        assert!(ok, "{fixture_name}: trainer failed:\n{log}");
+        let csv = std::fs::read_to_string(dir.join("checkpoints/metrics.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 1 + 40, "{fixture_name}: {csv}");
+        for line in csv.lines().skip(1) {
+            let loss: f32 = line.split(',').nth(2).unwrap().parse().unwrap();
+            assert!(loss.is_finite(), "{fixture_name}: {line}");
+        }
+        // Every tensor but the pooler, which no family runs (names.rs) and saving leaves out.
+        let (before, after) = (weights(&src), weights(&dir.join("model")));
+        let kept: Vec<_> = before.iter().filter(|(n, _)| !n.contains("pooler.")).collect();
+        assert_eq!(kept.len(), after.len(), "{fixture_name}: the same tensors");
+        for ((name, b), (name2, a)) in kept.into_iter().zip(&after) {
+            assert_eq!(name, name2);
+            assert!(worst_abs(a, b) > 0.0, "{fixture_name}: {name} did not train");
+        }
+        let cfg: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("model/config.json")).unwrap()).unwrap();
+        let family = fixture_name.trim_start_matches("st-").split('-').next().unwrap();
+        assert_eq!(cfg["model_type"], family, "{fixture_name}");
+        let e = st5_core::Embedder::load(
+            &dir.join("model"),
+            &st5_core::LoadOptions::default(),
+            &Device::flex(),
+        )
+        .unwrap();
+        assert_eq!(e.embed(&["A man is playing a guitar."]).unwrap().len(), 1);
+    }
+}
+
 /// A run killed with SIGKILL mid-stage and resumed ends with the same weights as an
 /// uninterrupted run (≤ 1e-6), on a model large enough that the kill lands mid-run.
 #[test]
