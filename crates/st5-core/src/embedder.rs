@@ -62,7 +62,7 @@ pub struct Embedder {
 }
 
 impl Embedder {
-    /// Loads a sentence-transformers or Hugging Face T5 directory onto `device`.
+    /// Loads a sentence-transformers or Hugging Face directory (T5, BERT or MPNet) onto `device`.
     pub fn load(dir: &Path, options: &LoadOptions, device: &Device) -> Result<Self> {
         Self::from_loaded(load_dir(dir, options, device)?, options, device)
     }

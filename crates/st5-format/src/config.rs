@@ -408,7 +408,7 @@ impl BertConfig {
                 return Err(format!("`{key}` = {v} is beyond any {family} model (at most {max})"));
             }
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(format!(
                 "`hidden_size` ({}) is not a multiple of `num_attention_heads` ({})",
                 self.hidden_size, self.num_attention_heads

@@ -7,7 +7,7 @@
 //!   [`compute`]: int8 or f32 arithmetic for the matrix products, by name;
 //! - [`files`]: model files from a directory (memory-mapped) or held in memory;
 //! - [`layout`]: the sentence-transformers layout (`modules.json`, Pooling, Dense, Normalize) or
-//!   a plain Hugging Face T5 directory; [`variant`]: the pooling variants;
+//!   a plain Hugging Face directory; [`variant`]: the pooling variants;
 //! - [`checkpoint`]: safetensors checkpoints, sharded or not, f32/f16/bf16, and int8 ([`quant`]),
 //!   dequantized or as stored;
 //! - [`names`]: the one table between module paths and checkpoint tensor names;

@@ -1,9 +1,9 @@
 //! The encoder families, one file each (candle's `models/` and text-embeddings-inference's
 //! backends), behind one [`Encoder`] chosen once from the config's family:
-//! - [`t5`]: T5 / mT5 encoder (and decoder, for ST5-EncDec);
-//! - [`bert`]: BERT;
-//! - [`mpnet`]: MPNet, on BERT's embeddings and feed-forward with T5's bucketed bias;
-//! - [`layers`]: what they share (Linear, LayerNorm, the token-table lookup).
+//! - [`t5`], T5 and mT5: the encoder (and the decoder, for ST5-EncDec);
+//! - [`bert`], BERT;
+//! - [`mpnet`], MPNet: BERT's embeddings and feed-forward with T5's bucketed bias;
+//! - [`layers`], what they share: Linear, LayerNorm, the token-table lookup.
 //!
 //! Every family has the same contract: config → `new(vb, cfg)` (or random init) →
 //! `forward(ids, mask)` → hidden states `[batch, seq, hidden]`. The sentence head (pooling,
