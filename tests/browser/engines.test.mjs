@@ -11,7 +11,7 @@
 // xvfb; an engine that is not installed is reported as skipped.) No browser is ever downloaded.
 
 import { spawn } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { basename, join } from 'node:path';
 import puppeteer from 'puppeteer-core';
@@ -178,7 +178,11 @@ for (const name of engines) {
 }
 // int8 compute across engines: the same bits wherever the same module runs; between the relaxed
 // and the SIMD128 module, whose f32 parts differ as on the f32 path, within INT8_ACROSS_MODULES.
-const INT8_ACROSS_MODULES = 1e-5;
+// A BERT default's LayerNorm outputs carry outlier channels, so an f32 difference in the last bit
+// can move a 7-bit activation code: all-MiniLM-L6-v2 measured 1.01e-3 (WebKit's SIMD128 module
+// against Chromium's relaxed one); the Sentence-T5 models stay within 1e-5.
+const DEFAULT_FAMILY = JSON.parse(readFileSync(join(DEFAULT_MODEL, 'config.json'), 'utf8')).model_type;
+const INT8_ACROSS_MODULES = DEFAULT_FAMILY === 'bert' ? 2e-3 : 1e-5;
 if (int8Runs.length > 1)
   failed += await runCases([
     [
