@@ -172,7 +172,7 @@ fn prompt_file_from_python_applies_in_the_library_and_the_cli() {
 }
 
 /// The shipped Banking77 prompt (models/prompts/) is made for st5-mini: the CLI applies it to
-/// models/st5-mini and it changes the embeddings; the built-in default (st5-small, other
+/// models/st5-mini and it changes the embeddings; the built-in default (a BERT model, other
 /// weights) refuses it, naming the file, instead of embedding with a prompt it was not tuned for.
 #[test]
 fn the_shipped_prompt_fits_st5_mini_only() {
@@ -201,5 +201,8 @@ fn the_shipped_prompt_fits_st5_mini_only() {
     let built_in = embed(&["--prompt".as_ref(), prompt.as_os_str()]);
     let stderr = String::from_utf8_lossy(&built_in.stderr);
     assert!(!built_in.status.success(), "the built-in model took st5-mini's prompt");
-    assert!(stderr.contains("made for") && stderr.contains("banking77-st5-mini"), "{stderr}");
+    // A Sentence-T5 default refuses it as made for another model; the BERT default (no soft
+    // prompts at all) for its family. Either way the error names the prompt file.
+    let why = stderr.contains("made for") || stderr.contains("soft prompts run on T5 models only");
+    assert!(why && stderr.contains("banking77-st5-mini"), "{stderr}");
 }
