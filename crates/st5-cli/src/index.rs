@@ -107,30 +107,13 @@ pub fn run(command: IndexCommand) -> Result<()> {
             Ok(())
         }
         IndexCommand::Query { model, index, k, oversample, query } => {
-            let file = IndexFile::open(&index)?;
             let embedder = model.load()?;
-            let identity = model.identity(&embedder)?;
-            if file.header.model != identity || file.header.dim != embedder.dim() {
-                bail!(
-                    "{} was built with another model or settings ({}, width {}; this model: {identity}, width {}); rebuild it with `st5 index build`",
-                    index.display(),
-                    file.header.model,
-                    file.header.dim,
-                    embedder.dim()
-                );
-            }
-            let (_, limit) = model.device.device_with_limit()?;
-            let searchable = load(&file, embedder.device(), limit)?;
+            let opened = Opened::open(&model, &embedder, &index)?;
             let mut q = embedder.embed(&[query.as_str()])?;
             l2_normalize_rows(&mut q.data, q.dim);
-            let oversample = oversample.unwrap_or(file.header.quantize.default_oversample());
-            let hits = searchable
-                .search_rescored(&q.data, k, oversample, |ids| Ok(file.rows(ids)?))?
-                .remove(0);
-            let texts = file.texts()?;
             let mut out = std::io::stdout().lock();
-            for (rank, hit) in hits.iter().enumerate() {
-                writeln!(out, "{}\t{:.4}\t{}", rank + 1, hit.score, texts[hit.id as usize])?;
+            for (rank, (hit, text)) in opened.search(&q.data, k, oversample)?.iter().enumerate() {
+                writeln!(out, "{}\t{:.4}\t{text}", rank + 1, hit.score)?;
             }
             Ok(())
         }
@@ -142,6 +125,52 @@ pub fn run(command: IndexCommand) -> Result<()> {
             };
             bench(&data, dim, &source, queries, k, &modes, oversample, device)
         }
+    }
+}
+
+/// A saved index opened for the model that built it: the one path of `st5 index query` and
+/// `st5 serve --index`.
+pub struct Opened {
+    file: IndexFile,
+    searchable: VectorIndex,
+    texts: Vec<String>,
+}
+
+impl Opened {
+    /// Opens `path` (checked whole) and loads its searchable part on `embedder`'s device, after
+    /// checking that it was built with this model and these settings.
+    pub fn open(model: &ModelArgs, embedder: &st5_core::Embedder, path: &Path) -> Result<Self> {
+        let file = IndexFile::open(path)?;
+        let identity = model.identity(embedder)?;
+        if file.header.model != identity || file.header.dim != embedder.dim() {
+            bail!(
+                "{} was built with another model or settings ({}, width {}; this model: {identity}, width {}); rebuild it with `st5 index build`",
+                path.display(),
+                file.header.model,
+                file.header.dim,
+                embedder.dim()
+            );
+        }
+        let (_, limit) = model.device.device_with_limit()?;
+        let searchable = load(&file, embedder.device(), limit)?;
+        let texts = file.texts()?;
+        Ok(Self { file, searchable, texts })
+    }
+
+    /// The `k` best documents for the unit vector `query`, rescored exactly from the file's f32
+    /// rows after `oversample` candidates a result (the index's default when `None`).
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        oversample: Option<usize>,
+    ) -> Result<Vec<(Hit, &str)>> {
+        let oversample = oversample.unwrap_or(self.file.header.quantize.default_oversample());
+        let hits = self
+            .searchable
+            .search_rescored(query, k, oversample, |ids| Ok(self.file.rows(ids)?))?
+            .remove(0);
+        Ok(hits.into_iter().map(|h| (h, self.texts[h.id as usize].as_str())).collect())
     }
 }
 

@@ -69,6 +69,15 @@ enum Command {
         /// The query text.
         query: String,
     },
+    /// Serve embeddings over HTTP: text-embeddings-inference's API (`/embed`, `/tokenize`,
+    /// `/info`, `/health`, `/metrics`) and OpenAI's (`/v1/embeddings`), described in
+    /// `/openapi.json`; concurrent requests are batched together (docs/serve.md).
+    Serve {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        serve: ServeArgs,
+    },
     /// A saved search index for large corpora: build it once, query it many times.
     Index {
         #[command(subcommand)]
@@ -154,6 +163,116 @@ struct ModelArgs {
     /// use), so that loading and the index's model identity read the same files.
     #[arg(skip)]
     dir: OnceCell<Option<PathBuf>>,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    hostname: std::net::IpAddr,
+    /// Port to listen on (0: any free port, printed when listening).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Requests in flight at once; more are answered 429 with Retry-After.
+    #[arg(long, default_value_t = 512)]
+    max_concurrent_requests: usize,
+    /// Tokens one batch may hold: texts of concurrent requests run together up to it.
+    #[arg(long, default_value_t = 16384)]
+    max_batch_tokens: usize,
+    /// Inputs one request may hold.
+    #[arg(long, default_value_t = 32)]
+    max_client_batch_size: usize,
+    /// Bytes one request body may hold.
+    #[arg(long, default_value_t = 2_000_000)]
+    payload_limit: usize,
+    /// Truncate inputs past the model's length unless a request says otherwise (OpenAI's route
+    /// never does); without it they are refused with 422.
+    #[arg(long)]
+    auto_truncate: bool,
+    /// Bearer token required on every route but /health (or `$ST5_API_KEY`).
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Log one JSON object a line instead of text.
+    #[arg(long)]
+    json_output: bool,
+    /// A soft prompt by name, `NAME=FILE` (repeatable): requests choose it with `prompt_name`.
+    #[arg(long, value_parser = parse_named_prompt)]
+    prompt_name: Vec<(String, PathBuf)>,
+    /// An index file built with this model (`st5 index build`): `POST /search` answers from it.
+    #[arg(long)]
+    index: Option<PathBuf>,
+}
+
+/// `st5 serve --index`: the saved index, searched on the server's model thread.
+struct ServedIndex(index::Opened);
+
+impl st5_serve::Searcher for ServedIndex {
+    fn search(&self, query: &[f32], k: usize) -> Result<Vec<st5_serve::SearchHit>, String> {
+        let hits = self.0.search(query, k, None).map_err(|e| format!("{e:#}"))?;
+        Ok(hits
+            .into_iter()
+            .map(|(h, text)| st5_serve::SearchHit { id: h.id, score: h.score, text: text.into() })
+            .collect())
+    }
+}
+
+fn parse_named_prompt(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, file)) if !name.is_empty() && !file.is_empty() => {
+            Ok((name.to_string(), PathBuf::from(file)))
+        }
+        _ => Err(format!("expected NAME=FILE, got {s:?}")),
+    }
+}
+
+/// `st5 serve`: the model loads on the server's model thread while it already listens.
+fn serve(model: ModelArgs, args: ServeArgs) -> Result<()> {
+    if model.prompt.is_some() {
+        bail!("st5 serve takes soft prompts by name: --prompt-name NAME=FILE");
+    }
+    st5_serve::init_logging(args.json_output);
+    let config = st5_serve::ServeConfig {
+        addr: std::net::SocketAddr::new(args.hostname, args.port),
+        limits: st5_serve::Limits {
+            max_concurrent_requests: args.max_concurrent_requests,
+            max_batch_tokens: args.max_batch_tokens,
+            max_client_batch_size: args.max_client_batch_size,
+            payload_limit: args.payload_limit,
+            auto_truncate: args.auto_truncate,
+        },
+        api_key: args.api_key.or_else(|| std::env::var("ST5_API_KEY").ok()),
+        model_id: model
+            .model
+            .as_ref()
+            .map_or_else(|| env!("ST5_DEFAULT_MODEL_NAME").to_string(), ModelSource::to_string),
+        device: model.device.to_string(),
+        search: args.index.is_some(),
+    };
+    let (prompts, index_path) = (args.prompt_name, args.index);
+    let loader: st5_serve::Loader = Box::new(move || {
+        let load = || -> Result<st5_serve::Model> {
+            let embedder = model.load()?;
+            let fingerprint = match (prompts.is_empty(), model.dir()?) {
+                (true, _) => String::new(),
+                (false, Some(dir)) => weights_fingerprint(&Dir(dir.to_path_buf()))?,
+                (false, None) => weights_fingerprint(&builtin_files())?,
+            };
+            let prompts = prompts
+                .into_iter()
+                .map(|(name, path)| st5_serve::Model::prompt(name, path))
+                .collect::<Result<_, _>>()?;
+            let index = match &index_path {
+                Some(path) => {
+                    let opened = index::Opened::open(&model, &embedder, path)?;
+                    Some(Box::new(ServedIndex(opened)) as Box<dyn st5_serve::Searcher>)
+                }
+                None => None,
+            };
+            Ok(st5_serve::Model { embedder, prompts, fingerprint, index })
+        };
+        load().map_err(|e| format!("{e:#}"))
+    });
+    Ok(st5_serve::run(config, loader)?)
 }
 
 /// clap's parser for st5's closed sets (variant, dtype, device, codes): their own `FromStr`,
@@ -442,6 +561,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Index { command } => index::run(command),
+        Command::Serve { model, serve: args } => serve(model, args),
         Command::Search { model, corpus, k, query } => {
             let docs = read_lines(
                 std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?,

@@ -168,12 +168,29 @@ impl Embedder {
     pub fn embed_with_progress<S: AsRef<str>>(
         &self,
         texts: &[S],
+        progress: impl FnMut(usize, usize),
+    ) -> Result<Embeddings> {
+        self.run_tokens(&self.tokenize(texts)?, progress)
+    }
+
+    /// Embeds texts already tokenized (each sequence as the model reads it: special tokens
+    /// included, at most `max_seq_length` long, ids inside the vocabulary), returning
+    /// `[ids.len(), dim]` in input order: the path of a server that tokenizes before it batches.
+    pub fn embed_tokens(&self, ids: &[Vec<u32>]) -> Result<Embeddings> {
+        self.check_vocab(ids)?;
+        self.run_tokens(ids, |_, _| {})
+    }
+
+    /// Runs the model over `ids` (checked against the vocabulary) in planned batches.
+    fn run_tokens(
+        &self,
+        ids: &[Vec<u32>],
         mut progress: impl FnMut(usize, usize),
     ) -> Result<Embeddings> {
-        let (ids, plan, mut out) = self.prepare(texts)?;
+        let (plan, mut out) = self.prepare(ids)?;
         let mut done = 0;
         for batch in plan {
-            out.place(&batch, &to_host(self.run(&ids, &batch).try_into_data())?);
+            out.place(&batch, &to_host(self.run(ids, &batch).try_into_data())?);
             done += batch.len();
             progress(done, ids.len());
         }
@@ -183,20 +200,17 @@ impl Embedder {
     /// As [`embed`](Self::embed), reading each batch back asynchronously: the form a browser
     /// needs, where WebGPU results cannot be awaited synchronously.
     pub async fn embed_async<S: AsRef<str>>(&self, texts: &[S]) -> Result<Embeddings> {
-        let (ids, plan, mut out) = self.prepare(texts)?;
+        let ids = self.tokenize(texts)?;
+        let (plan, mut out) = self.prepare(&ids)?;
         for batch in plan {
             out.place(&batch, &to_host(self.run(&ids, &batch).into_data_async().await)?);
         }
         Ok(out)
     }
 
-    /// Tokenizes, plans length-bucketed batches within the device's buffer limit and allocates
+    /// Plans length-bucketed batches of `ids` within the device's buffer limit and allocates
     /// the `[n, dim]` output.
-    fn prepare<S: AsRef<str>>(
-        &self,
-        texts: &[S],
-    ) -> Result<(Vec<Vec<u32>>, Vec<Vec<usize>>, Embeddings)> {
-        let ids = self.tokenize(texts)?;
+    fn prepare(&self, ids: &[Vec<u32>]) -> Result<(Vec<Vec<usize>>, Embeddings)> {
         let cfg = &self.layout.config;
         // A soft prompt lengthens every sequence the encoder sees.
         let p = self.model.prompt_length();
@@ -222,12 +236,12 @@ impl Embedder {
         let plan =
             plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size, max_rows);
         let out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
-        Ok((ids, plan, out))
+        Ok((plan, out))
     }
 
     /// The batches [`embed`](Self::embed) would run for `texts`, as indices (for tests and tuning).
     pub fn plan<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Vec<usize>>> {
-        self.prepare(texts).map(|(_, plan, _)| plan)
+        self.prepare(&self.tokenize(texts)?).map(|(plan, _)| plan)
     }
 
     /// Forward pass over the texts `batch` (indices into `ids`): `[batch.len(), dim]` on the device.
@@ -240,19 +254,20 @@ impl Embedder {
     fn tokenize<S: AsRef<str>>(&self, texts: &[S]) -> Result<Vec<Vec<u32>>> {
         let refs: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
         let ids = self.tokenizer.encode_batch(&refs)?;
-        // A tokenizer from another model can emit ids past the embedding table: refuse them here
-        // rather than gather out of bounds on the device.
+        self.check_vocab(&ids)?;
+        Ok(ids)
+    }
+
+    /// Refuses an id past the embedding table, rather than gather out of bounds on the device: a
+    /// tokenizer from another model, or ids a client sent, can hold one.
+    pub fn check_vocab(&self, ids: &[Vec<u32>]) -> Result<()> {
         let vocab = self.layout.config.vocab_size();
-        if let Some((i, id)) = ids
-            .iter()
-            .enumerate()
-            .find_map(|(i, t)| t.iter().find(|&&id| id as usize >= vocab).map(|&id| (i, id)))
-        {
+        if let Some((i, id)) = crate::tokenizer::out_of_vocab(ids, vocab) {
             return Err(Error::Invalid(format!(
                 "text {i}: token id {id} is outside the model's vocabulary ({vocab}); is the tokenizer the model's own?"
             )));
         }
-        Ok(ids)
+        Ok(())
     }
 
     /// Pads `seqs` and uploads ids `[batch, seq]` and mask `[batch, seq]` to this model's device.

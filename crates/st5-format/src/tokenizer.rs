@@ -11,10 +11,40 @@ use crate::error::{Error, Result};
 /// Token id used for padding (`<pad>`), also T5's decoder start token.
 pub const PAD_ID: u32 = 0;
 
+#[derive(Clone)]
 pub struct T5Tokenizer {
     inner: Tokenizer,
     path: PathBuf,
     max_len: usize,
+}
+
+/// One token of [`T5Tokenizer::tokens`]: its id, its piece, whether the post-processor added it,
+/// and the characters `start..stop` of the text it covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub id: u32,
+    pub text: String,
+    pub special: bool,
+    pub start: usize,
+    pub stop: usize,
+}
+
+/// The first `(sequence, id)` at or past `vocab_size`, an id the embedding table lacks: a
+/// tokenizer from another model, or ids a client sent, can hold one.
+pub fn out_of_vocab(seqs: &[Vec<u32>], vocab_size: usize) -> Option<(usize, u32)> {
+    seqs.iter()
+        .enumerate()
+        .find_map(|(i, t)| t.iter().find(|&&id| id as usize >= vocab_size).map(|&id| (i, id)))
+}
+
+/// What the tokenizer does with a text longer than `max_seq_length` tokens: cut its end (the
+/// reference's behaviour, and every st5 path's but a server's), cut its start, or keep it whole
+/// so that the caller can refuse it (text-embeddings-inference's `truncate: false`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truncation {
+    Right,
+    Left,
+    Off,
 }
 
 /// The longest vocabulary piece accepted, in bytes. SentencePiece's own limit is 16 characters
@@ -145,26 +175,72 @@ impl T5Tokenizer {
         let text = std::str::from_utf8(bytes).map_err(|e| err(format!("not UTF-8: {e}").into()))?;
         precheck(text).map_err(|m| err(m.into()))?;
         let mut inner = Tokenizer::from_bytes(bytes).map_err(err)?;
-        Self::configure(&mut inner, max_len).map_err(err)?;
+        Self::configure(&mut inner, max_len, Truncation::Right).map_err(err)?;
         Ok(Self { inner, path, max_len })
     }
 
-    fn configure(inner: &mut Tokenizer, max_len: usize) -> tokenizers::Result<()> {
+    /// This tokenizer with another [`Truncation`]: `max_len` stays the model's limit, and with
+    /// [`Truncation::Off`] a sequence may come out longer than it.
+    pub fn with_truncation(&self, truncation: Truncation) -> Result<Self> {
+        let mut inner = self.inner.clone();
+        Self::configure(&mut inner, self.max_len, truncation)
+            .map_err(|source| Error::Tokenizer { path: self.path.clone(), source })?;
+        Ok(Self { inner, path: self.path.clone(), max_len: self.max_len })
+    }
+
+    fn configure(
+        inner: &mut Tokenizer,
+        max_len: usize,
+        truncation: Truncation,
+    ) -> tokenizers::Result<()> {
         if max_len == 0 {
             return Err("max_seq_length must be positive".into());
         }
         inner.with_padding(None);
+        let direction = match truncation {
+            Truncation::Off => {
+                inner.with_truncation(None)?;
+                return Ok(());
+            }
+            Truncation::Right => TruncationDirection::Right,
+            Truncation::Left => TruncationDirection::Left,
+        };
         inner.with_truncation(Some(TruncationParams {
             max_length: max_len,
             strategy: TruncationStrategy::LongestFirst,
             stride: 0,
-            direction: TruncationDirection::Right,
+            direction,
         }))?;
         Ok(())
     }
 
     pub fn max_len(&self) -> usize {
         self.max_len
+    }
+
+    /// Each text's tokens with their pieces and character offsets (special tokens included, with
+    /// empty offsets), as the model reads them: what a server's `/tokenize` answers.
+    pub fn tokens(&self, texts: &[&str]) -> Result<Vec<Vec<Token>>> {
+        let encodings = self
+            .inner
+            .encode_batch_char_offsets(texts.to_vec(), true)
+            .map_err(|source| Error::Tokenizer { path: self.path.clone(), source })?;
+        Ok(encodings
+            .iter()
+            .map(|e| {
+                let special = e.get_special_tokens_mask();
+                (e.get_ids().iter().zip(e.get_tokens()).zip(e.get_offsets()))
+                    .enumerate()
+                    .map(|(i, ((&id, text), &(start, stop)))| Token {
+                        id,
+                        text: text.clone(),
+                        special: special.get(i).is_some_and(|&m| m == 1),
+                        start,
+                        stop,
+                    })
+                    .collect()
+            })
+            .collect())
     }
 
     /// Token ids of each text, `</s>` appended, truncated; never empty.
@@ -180,6 +256,37 @@ impl T5Tokenizer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn truncation_cuts_either_end_or_nothing() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/st-bert-gelu/tokenizer.json");
+        let tok = T5Tokenizer::from_file(&path, 6).unwrap();
+        let text = "one two three four five six seven eight";
+        let whole = tok.with_truncation(Truncation::Off).unwrap().encode_batch(&[text]).unwrap();
+        let n = whole[0].len();
+        assert!(n > 6, "{whole:?}");
+        let (first, last) = (whole[0][0], whole[0][n - 1]);
+        // (mode, length, ids kept from the untruncated sequence's middle)
+        let cases = [
+            (Truncation::Right, 6, whole[0][1..5].to_vec()),
+            (Truncation::Left, 6, whole[0][n - 5..n - 1].to_vec()),
+            (Truncation::Off, n, whole[0][1..n - 1].to_vec()),
+        ];
+        for (mode, len, middle) in cases {
+            let ids = tok.with_truncation(mode).unwrap().encode_batch(&[text]).unwrap().remove(0);
+            assert_eq!(ids.len(), len, "{mode:?}");
+            // The special tokens stay at both ends whichever end is cut.
+            assert_eq!((ids[0], ids[len - 1]), (first, last), "{mode:?}");
+            assert_eq!(ids[1..len - 1], middle[..], "{mode:?}");
+        }
+        let tokens = tok.tokens(&["one two"]).unwrap().remove(0);
+        assert!(tokens[0].special && tokens.last().unwrap().special);
+        assert_eq!(
+            &"one two"[tokens[1].start..tokens[1].stop],
+            tokens[1].text.trim_start_matches('▁')
+        );
+    }
 
     /// A charsmap cut short (base64 of 100 bytes whose trie size says far more).
     fn bad_normalizer() -> String {
