@@ -92,8 +92,11 @@ def run(dsn: str, server: str, corpus: list[str], queries: list[str]) -> dict:
             for i, (text, v) in enumerate(zip(corpus, vectors)):
                 copy.write_row((i, text, vector_literal(v)))
         # Cosine distance (`<=>`) over unit vectors ranks as st5's dot product does.
-        conn.execute("CREATE INDEX ON captions USING hnsw (embedding vector_cosine_ops)")
-        conn.execute("SET hnsw.ef_search = 100")
+        conn.execute(
+            "CREATE INDEX ON captions USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 128)"
+        )
+        # Candidates a query visits (pgvector's default is 40): more buys recall for latency.
+        conn.execute("SET hnsw.ef_search = 200")
         top: dict[str, list[str]] = {}
         for q, v in zip(queries, embed(queries)):
             rows = conn.execute(

@@ -99,7 +99,8 @@ def main():
     servers = {
         "infinity-emb (PyTorch, f32)": (
             [args.peer_venv / "bin/infinity_emb", "v2", "--model-id", model_dir, "--served-model-name", "minilm",
-             "--port", "7997", "--engine", "torch", "--device", "cpu", "--no-bettertransformer"],
+             "--host", "127.0.0.1", "--port", "7997", "--engine", "torch", "--device", "cpu",
+             "--no-bettertransformer"],
             "http://127.0.0.1:7997/health", "http://127.0.0.1:7997/embeddings"),
         "st5 serve (f32 weights, f32 compute)": (
             [args.st5, "serve", "--model", model_dir, "--compute", "f32", "--port", "7998", "--auto-truncate"],
