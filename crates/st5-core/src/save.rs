@@ -390,21 +390,10 @@ pub fn save_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
     replace_dir(&staging, dir)
 }
 
-/// Writes one file through a temporary beside it and a rename, so a reader sees the old bytes
-/// or the new ones, never a part.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.saving"));
-    std::fs::write(&tmp, bytes).map_err(|e| FormatError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| FormatError::io(path, e).into())
-}
-
 /// Where a save into `dir` writes before it moves the result into place (`.{name}.saving`
 /// beside it), so that a save that fails part-way leaves `dir` as it was.
 pub fn staging_dir(dir: &Path) -> PathBuf {
-    let name =
-        dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "model".into());
-    dir.with_file_name(format!(".{name}.saving"))
+    crate::atomic::temporary(dir)
 }
 
 /// Moves `staging` to `dir`: the old directory is moved aside first and removed only after the

@@ -14,6 +14,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A file could not be written (the earlier file, if any, is left as it was).
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// A JSON file is malformed or lacks a required field.
     #[error("invalid JSON in {}: {source}", path.display())]
     Json {

@@ -19,6 +19,22 @@ pub fn config_json(data: &[u8]) {
     }
 }
 
+/// A saved index file (`st5 index build`): magic, header, section sizes and checksum; a file that
+/// passes is read back whole (codes, vectors, texts) and by row, an id past the end included.
+pub fn index_file(data: &[u8]) {
+    let path = std::path::Path::new("fuzz.st5index");
+    if let Ok(file) = crate::index_file::IndexFile::from_bytes(data.to_vec().into(), path) {
+        let count = u32::try_from(file.header.count).unwrap_or(u32::MAX);
+        let _ = (file.codes(), file.vectors(), file.texts(), file.rows(&[0, count]));
+    }
+}
+
+/// A soft-prompt file (`trainer` with `prompt_length`): safetensors with `st5_prompt` metadata,
+/// checked against its tensor.
+pub fn prompt_file(data: &[u8]) {
+    let _ = crate::prompt::Prompt::from_bytes(data, "fuzz-prompt.safetensors".as_ref());
+}
+
 /// `.npy` arrays (teacher vectors, `st5 embed` output read back).
 pub fn npy(data: &[u8]) {
     let _ = crate::npy::read_f32(data);
@@ -110,11 +126,13 @@ pub fn charsmap(data: &[u8]) {
 
 /// Every target by name, for the regression test.
 #[cfg(not(target_arch = "wasm32"))]
-pub const TARGETS: [(&str, fn(&[u8])); 6] = [
+pub const TARGETS: [(&str, fn(&[u8])); 8] = [
     ("config_json", config_json),
     ("npy", npy),
     ("safetensors", safetensors),
     ("model_files", model_files),
     ("tokenizer_json", tokenizer_json),
     ("charsmap", charsmap),
+    ("index_file", index_file),
+    ("prompt_file", prompt_file),
 ];

@@ -110,10 +110,8 @@ pub fn write(
     };
     let head = serde_json::to_vec(&header).expect("the header serializes");
     let codes = quantize.packing().map(|p| p.encode(dim, vectors)).unwrap_or_default();
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.saving"));
-    let result = (|| -> std::io::Result<()> {
-        let mut out = Hashing(std::io::BufWriter::new(std::fs::File::create(&tmp)?), Sha256::new());
+    crate::atomic::write_with(path, |file| {
+        let mut out = Hashing(file, Sha256::new());
         out.write_all(MAGIC)?;
         out.write_all(&(head.len() as u64).to_le_bytes())?;
         out.write_all(&head)?;
@@ -126,16 +124,9 @@ pub fn write(
             out.write_all(&x.to_le_bytes())?;
         }
         out.write_all(&texts_json)?;
-        let Hashing(mut file, hash) = out;
-        file.write_all(&hash.finalize())?;
-        file.into_inner().map_err(|e| e.into_error())?.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        // Named as the file the user asked for: the temporary one is gone.
-        return Err(Error::io(path, e));
-    }
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+        let Hashing(file, hash) = out;
+        file.write_all(&hash.finalize())
+    })
 }
 
 /// A writer that hashes what passes through it.

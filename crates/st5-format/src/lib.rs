@@ -18,8 +18,10 @@
 //!   training, evaluation and tests share;
 //! - [`vector_codes`]: an index's int8 and binary vector codes; [`index_file`]: a saved index
 //!   (`st5 index build`), checked whole before use;
+//! - [`atomic`]: every file written whole, through a temporary beside it and a rename;
 //! - [`error`]: the one error type, naming the file, tensor or line.
 
+pub mod atomic;
 mod by_name;
 pub mod charsmap;
 pub mod checkpoint;

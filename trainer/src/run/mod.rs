@@ -21,8 +21,9 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::Device;
 use st5_core::FileBytes;
+use st5_core::atomic;
 use st5_core::prompt::{Prompt, PromptMeta};
-use st5_core::save::{SaveOptions, save_sentence_transformers, write_atomically};
+use st5_core::save::{SaveOptions, save_sentence_transformers};
 use st5_core::tokenizer::T5Tokenizer;
 use st5_core::transfer::to_host;
 use st5_core::{SentenceModel, WeightDtype};
@@ -226,7 +227,7 @@ impl Run {
         if let Some(dir) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         }
-        write_atomically(out, &prompt.to_bytes())?;
-        Ok(write_atomically(&out.with_extension("md"), card.as_bytes())?)
+        atomic::write(out, &prompt.to_bytes())?;
+        Ok(atomic::write(&out.with_extension("md"), card.as_bytes())?)
     }
 }
