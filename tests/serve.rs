@@ -155,8 +155,14 @@ fn http(
 
 /// `st5 embed`'s rows for `texts` with the servers' settings (`--max-seq-length 32`), unit norm.
 fn reference(texts: &[&str]) -> Vec<Vec<f32>> {
+    reference_with::<&str>(texts, &[])
+}
+
+/// [`reference`] with more `st5 embed` arguments (a model, a prompt, a device).
+fn reference_with<S: AsRef<std::ffi::OsStr>>(texts: &[&str], extra: &[S]) -> Vec<Vec<f32>> {
     let mut child = Command::new(workspace_bin("st5"))
         .args(["embed", "--max-seq-length", "32"])
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -635,27 +641,8 @@ fn prompt_name_chooses_a_soft_prompt() {
     let mini = root().join("models/st5-mini");
     let prompt = root().join("models/prompts/banking77-st5-mini.safetensors");
     let texts = ["how do I top up my card?", "my transfer has not arrived"];
-    let embed = |extra: &[&std::ffi::OsStr]| -> Vec<Vec<f32>> {
-        let mut child = Command::new(workspace_bin("st5"))
-            .args(["embed", "--max-seq-length", "32", "--model"])
-            .arg(&mini)
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(texts.join("\n").as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let mut row: Vec<f32> = serde_json::from_str(l).unwrap();
-                st5_core::model::l2_normalize_rows(&mut row, usize::MAX);
-                row
-            })
-            .collect()
+    let embed = |extra: &[&std::ffi::OsStr]| {
+        reference_with(&texts, &[&["--model".as_ref(), mini.as_os_str()], extra].concat())
     };
     let plain = embed(&[]);
     let prompted = embed(&["--prompt".as_ref(), prompt.as_os_str()]);
@@ -687,25 +674,7 @@ fn wgpu_serves_as_st5_embed_on_wgpu() {
         return;
     }
     let args = ["--device", "wgpu", "--compute", "f32"];
-    let mut child = Command::new(workspace_bin("st5"))
-        .args(["embed", "--max-seq-length", "32"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(SENTENCES.join("\n").as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let want: Vec<Vec<f32>> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut row: Vec<f32> = serde_json::from_str(l).unwrap();
-            st5_core::model::l2_normalize_rows(&mut row, usize::MAX);
-            row
-        })
-        .collect();
+    let want = reference_with(&SENTENCES, &args);
     let server = Server::start(&[&args[..], &["--auto-truncate"]].concat());
     assert_eq!(server.get("/info").json()["device"], "wgpu");
     let r = server.post("/embed", &json!({"inputs": SENTENCES}));

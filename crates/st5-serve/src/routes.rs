@@ -154,18 +154,23 @@ impl AppState {
 
     /// Queues `seqs` for the model and waits for their rows `[seqs.len(), dim]`.
     async fn embed(&self, seqs: Vec<Vec<u32>>, prompt: Option<usize>) -> Reply<Vec<f32>> {
-        let (reply, answer) = oneshot::channel();
-        let job = Job { seqs, prompt, reply, enqueued: Instant::now() };
-        let gone = || ApiError::new(ErrorKind::Backend, "the model worker has stopped");
-        self.jobs.send(Work::Embed(job)).map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?.map_err(|e| ApiError::new(ErrorKind::Backend, e))
+        self.ask(|reply| Work::Embed(Job { seqs, prompt, reply, enqueued: Instant::now() })).await
     }
 
     /// The index's `k` best documents for the unit vector `vector`.
     async fn search(&self, vector: Vec<f32>, k: usize) -> Reply<Vec<SearchHit>> {
+        self.ask(|reply| Work::Search { vector, k, reply }).await
+    }
+
+    /// Sends the model thread the work `make` builds around a reply channel, and waits for the
+    /// answer; a failure there is a 500.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Work,
+    ) -> Reply<T> {
         let (reply, answer) = oneshot::channel();
         let gone = || ApiError::new(ErrorKind::Backend, "the model worker has stopped");
-        self.jobs.send(Work::Search { vector, k, reply }).map_err(|_| gone())?;
+        self.jobs.send(make(reply)).map_err(|_| gone())?;
         answer.await.map_err(|_| gone())?.map_err(|e| ApiError::new(ErrorKind::Backend, e))
     }
 
