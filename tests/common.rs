@@ -179,6 +179,7 @@ pub fn save_random_model(dir: &Path) {
         readme: None,
         extra: vec![],
         dtype: WeightDtype::F32,
+        input_absmax: None,
     };
     save_sentence_transformers(&model, dir, &options).unwrap();
 }

@@ -412,6 +412,7 @@ fn opts_clone<'a>(o: &st5_core::save::SaveOptions<'a>) -> st5_core::save::SaveOp
         readme: o.readme.clone(),
         extra: o.extra.clone(),
         dtype: o.dtype,
+        input_absmax: o.input_absmax,
     }
 }
 
@@ -457,6 +458,7 @@ fn saved_model_loads_back_identically() {
             readme: Some("# test\n".into()),
             extra: vec![],
             dtype: WeightDtype::F32,
+            input_absmax: None,
         };
         save_sentence_transformers(&model, &dir, &opts).unwrap();
         let loaded = Embedder::load(&dir, &LoadOptions::default(), &device).unwrap();

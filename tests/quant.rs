@@ -53,9 +53,9 @@ fn least_cosine(a: &[f32], b: &[f32], dim: usize) -> f64 {
 fn int8_and_copy(model: &Path, tag: &str) -> (PathBuf, PathBuf) {
     let tok = (!model.join("tokenizer.json").exists()).then(tokenizer_json);
     let int8 = scratch_dir(&format!("{tag}-int8"));
-    convert(&Dir(model.to_path_buf()), tok.as_deref(), WeightDtype::Int8, &int8).unwrap();
+    convert(&Dir(model.to_path_buf()), tok.as_deref(), WeightDtype::Int8, &int8, None).unwrap();
     let copy = scratch_dir(&format!("{tag}-dequantized"));
-    convert(&Dir(int8.clone()), None, WeightDtype::F32, &copy).unwrap();
+    convert(&Dir(int8.clone()), None, WeightDtype::F32, &copy, None).unwrap();
     (int8, copy)
 }
 
@@ -76,6 +76,21 @@ fn int8_equals_its_dequantized_copy_and_stays_near_the_reference() {
             .map(|(_, rows)| rows.concat())
             .unwrap();
         let (int8, copy) = int8_and_copy(&fixture(model), model);
+        // Every int8 Linear weight carries its calibration statistic; token tables and the f32
+        // copy carry none.
+        let read = |dir: &Path| {
+            let path = dir.join("model.safetensors");
+            let bytes = std::fs::read(&path).unwrap();
+            st5_core::checkpoint::Checkpoint::from_buffers(vec![(path, bytes.into())]).unwrap()
+        };
+        let (q, d) = (read(&int8), read(&copy));
+        let quantized: Vec<&str> = q.names().filter(|n| q.scale_of(n).is_some()).collect();
+        let (tables, linears): (Vec<&str>, Vec<&str>) =
+            quantized.iter().partition(|n| n.contains("shared") || n.contains("embed"));
+        let calibrated = |n: &&str| q.contains(&st5_core::quant::input_absmax_name(n));
+        assert!(!linears.is_empty() && linears.iter().all(calibrated), "{model}: {linears:?}");
+        assert!(!tables.iter().any(calibrated), "{model}: {tables:?}");
+        assert!(!d.names().any(|n| n.ends_with("_input_absmax")), "{model}: f32 copy");
         for (name, device) in &devices {
             let q = embed(&int8, device, &exp.sentences);
             let d = embed(&copy, device, &exp.sentences);
@@ -117,7 +132,7 @@ fn int8_is_smaller_and_converts_back_to_f16() {
     let model = fixture("st-enc-mean-relu");
     let (int8, copy) = int8_and_copy(&model, "sizes");
     let f16 = scratch_dir("sizes-f16");
-    convert(&Dir(int8.clone()), None, WeightDtype::F16, &f16).unwrap();
+    convert(&Dir(int8.clone()), None, WeightDtype::F16, &f16, None).unwrap();
     let (b8, b16, b32) = (
         bytes(&int8, "model.safetensors"),
         bytes(&f16, "model.safetensors"),
@@ -202,6 +217,58 @@ fn malformed_int8_names_the_tensor() {
     }
 }
 
+/// The table of what a malformed calibration statistic (`…weight_input_absmax`) must say, and
+/// that a well-formed or absent one reads back.
+#[test]
+fn malformed_input_absmax_names_the_tensor() {
+    use safetensors::Dtype;
+    let w = "encoder.layer.0.attention.self.query.weight";
+    let absmax = format!("{w}_input_absmax");
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let cases: Vec<(
+        &str,
+        Option<(Dtype, Vec<usize>, Vec<u8>)>,
+        Result<Option<Vec<f32>>, Vec<&str>>,
+    )> = vec![
+        ("absent", None, Ok(None)),
+        (
+            "well-formed",
+            Some((Dtype::F32, vec![3], f32s(&[1.0, 0.0, 7.5]))),
+            Ok(Some(vec![1.0, 0.0, 7.5])),
+        ),
+        ("wrong width", Some((Dtype::F32, vec![2], f32s(&[1.0, 2.0]))), Err(vec!["[2]", "[3]"])),
+        ("wrong dtype", Some((Dtype::I8, vec![3], vec![1, 2, 3])), Err(vec!["I8", "F32"])),
+        ("NaN", Some((Dtype::F32, vec![3], f32s(&[1.0, f32::NAN, 2.0]))), Err(vec!["NaN"])),
+        ("negative", Some((Dtype::F32, vec![3], f32s(&[1.0, -2.0, 2.0]))), Err(vec!["-2"])),
+    ];
+    for (case, stat, want) in cases {
+        let mut tensors = vec![
+            (w.to_string(), Dtype::I8, vec![2, 3], vec![1u8; 6]),
+            (format!("{w}_scale"), Dtype::F32, vec![2, 1], f32s(&[0.5, 0.25])),
+        ];
+        if let Some((dtype, shape, bytes)) = stat {
+            tensors.push((absmax.clone(), dtype, shape, bytes));
+        }
+        let views = tensors.iter().map(|(n, d, s, b)| {
+            (n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap())
+        });
+        let file = safetensors::serialize(views, None).unwrap();
+        let path = PathBuf::from("bad/model.safetensors");
+        let ckpt =
+            st5_core::checkpoint::Checkpoint::from_buffers(vec![(path, file.into())]).unwrap();
+        match (ckpt.input_absmax(w, 3), want) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "{case}"),
+            (Err(e), Err(words)) => {
+                let msg = e.to_string();
+                for word in ["bad/model.safetensors", w].iter().chain(&words) {
+                    assert!(msg.contains(word), "{case}: `{word}` not in: {msg}");
+                }
+            }
+            (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
 /// `st5 quantize` on st5-mini (shipped in f16), then `st5 eval --tasks stsb` on both: the int8 model's
 /// STS-B test Spearman is within 0.3 points of the shipped f16 model's.
 #[test]
@@ -274,13 +341,13 @@ fn the_default_model_is_int8_and_downloads_under_25_mb() {
 /// its STS-B test Spearman within 0.3 points of the f32 computation's (`st5 eval`, both runs). On
 /// wgpu its weights stay int8 on the GPU, within 1e-4 of the f32 computation.
 ///
-/// The least cosine is 0.999 for the T5 line (st5-small) and 0.98 for the BERT default: BERT's
+/// The least cosine is 0.999 for the T5 line (st5-small) and 0.997 for the BERT default: BERT's
 /// hidden states carry a few outlier channels (Bondarenko et al. 2021, "Understanding and
-/// Overcoming the Challenges of Efficient Transformer Quantization", §3), which the per-row 7-bit
-/// activations of the int8 product resolve coarsely. all-MiniLM-L6-v2 measured 0.982 on these
-/// sentences (the empty and non-Latin ones are the worst) and 0.994 on 512 STS-B test sentences
-/// (`tests/reference/real_parity.py`); every int8 kernel gives the same bits, so the figure does
-/// not move between CPUs.
+/// Overcoming the Challenges of Efficient Transformer Quantization", §3), which per-row 7-bit
+/// activations resolve coarsely. The default is calibrated (`st5 quantize`), so those channels
+/// are multiplied in f32 (st5-core's `int8`): all-MiniLM-L6-v2 measured 0.99767 on these
+/// sentences (0.982 uncalibrated) and 0.99821 on STS-B dev's 2,868 sentences; every int8 kernel
+/// gives the same bits, so the figure does not move between CPUs.
 #[test]
 fn int8_compute_on_the_default_model_tracks_f32_compute() {
     let flex = Device::flex();
@@ -295,7 +362,7 @@ fn int8_compute_on_the_default_model_tracks_f32_compute() {
     for dir in checked {
         let config: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
-        let least = if config["model_type"] == "bert" { 0.98 } else { 0.999 };
+        let least = if config["model_type"] == "bert" { 0.997 } else { 0.999 };
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let exp =
             expected_file(&root().join("tests/fixtures").join(format!("{name}-expected.json")));

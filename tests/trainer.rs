@@ -498,6 +498,7 @@ fn full_training_step_matches_pytorch() {
         readme: None,
         extra: vec![],
         dtype: WeightDtype::F32,
+        input_absmax: None,
     };
     st5_core::save::save_sentence_transformers(&model.valid(), &saved, &opts).unwrap();
     let before = weights(&dir.join("init"));

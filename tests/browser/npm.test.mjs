@@ -176,8 +176,9 @@ const failed = await runCases([
   ],
   [
     // The default is int8: on the CPU it keeps its weights int8 and multiplies in int8, within
-    // cosine 0.98 of the f32 computation (the BERT default's outlier channels are coarse in 7-bit
-    // activation rows: 0.982 natively, tests/quant.rs; the Sentence-T5 models stay above 0.999), holding at most 0.35x the f32 computation's weight bytes;
+    // cosine 0.997 of the f32 computation (the BERT default's outlier channels, multiplied in f32
+    // as calibrated by `st5 quantize`: 0.99767 natively, tests/quant.rs; the Sentence-T5 models
+    // stay above 0.999), holding at most 0.35x the f32 computation's weight bytes;
     // and a pool's default size counts those bytes: with 8 cores faked, 8 workers start, whether
     // `startWorkers` at load, `createIndex` or the first call with more than one batch starts them.
     'int8_compute_tracks_f32_and_the_pool_uses_every_core',
@@ -245,7 +246,7 @@ const failed = await runCases([
       const mib = (n) => (n / 2 ** 20).toFixed(1);
       if (r.int8.arithmetic !== 'int8' || r.f32.arithmetic !== 'f32')
         throw new Error(`arithmetic ${r.int8.arithmetic} and ${r.f32.arithmetic}`);
-      if (!(least >= 0.98)) throw new Error(`least cosine to the f32 computation ${least}`);
+      if (!(least >= 0.997)) throw new Error(`least cosine to the f32 computation ${least}`);
       if (!(ratio <= 0.35)) throw new Error(`int8 weights hold ${ratio} of f32's`);
       if (r.threads !== 8) throw new Error(`${r.threads} workers with 8 cores faked`);
       if (r.early.maxThreads !== 8 || r.early.threads !== 8)

@@ -241,13 +241,14 @@ def tokenizer_fixture():
 def dequantized_copy(src, dst):
     """An int8 model directory (compressed-tensors' int-quantized layout: I8 `X.weight` beside an
     F32 `X.weight_scale` per row, as `st5 quantize` writes it) as plain f32, dequantized here
-    (q * scale) so that the reference does not rest on st5's own dequantization."""
+    (q * scale) so that the reference does not rest on st5's own dequantization. The calibration
+    statistics (`X.weight_input_absmax`) only steer st5's int8 compute, and are dropped."""
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.part*"))
     for f in dst.rglob("*.safetensors"):
         tensors = load_file(str(f))
         out = {k: v.float() * tensors[k + "_scale"].float() if k + "_scale" in tensors else v.float()
-               for k, v in tensors.items() if not k.endswith("_scale")}
+               for k, v in tensors.items() if not k.endswith(("_scale", "_input_absmax"))}
         save_file(out, str(f))
     cfg = json.loads((dst / "config.json").read_text())
     cfg.pop("quantization_config", None)

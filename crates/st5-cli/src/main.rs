@@ -101,6 +101,10 @@ enum Command {
         /// tokenizer.json to use when the model directory has none.
         #[arg(long)]
         tokenizer: Option<PathBuf>,
+        /// For int8: sentences (one a line) the f32 model embeds so that the CPU's int8 compute
+        /// knows which input channels to multiply in f32; 128 built-in sentences when absent.
+        #[arg(long)]
+        calibration: Option<PathBuf>,
     },
     /// Evaluate as the paper does: STS (Spearman), SentEval transfer, SentGLUE, alignment/uniformity;
     /// and, on request, the WEAT/SEAT bias tests (`--tasks bias`).
@@ -490,8 +494,15 @@ fn main() -> Result<()> {
             let t2 = Instant::now();
             if stats {
                 let secs = (t2 - t1).as_secs_f64();
+                // What ran, so that a figure can be traced: the arithmetic and, in int8, the kernel
+                // this CPU chose (st5-int8's `Kernel::best`).
+                let arithmetic = if embedder.model().computes_in_int8() {
+                    format!("int8 ({:?} kernel)", st5_core::int8::kernel())
+                } else {
+                    "f32".into()
+                };
                 eprintln!(
-                    "loaded in {:.3} s; embedded {} texts in {secs:.3} s ({:.1} texts/s, {} on {}, batch {})",
+                    "loaded in {:.3} s; embedded {} texts in {secs:.3} s ({:.1} texts/s, {} on {}, {arithmetic}, batch {})",
                     (t1 - t0).as_secs_f64(),
                     texts.len(),
                     texts.len() as f64 / secs.max(1e-9),
@@ -502,8 +513,19 @@ fn main() -> Result<()> {
             }
             write_output(output.as_deref(), &e)
         }
-        Command::Quantize { model, dtype, output, tokenizer } => {
+        Command::Quantize { model, dtype, output, tokenizer, calibration } => {
             let tokenizer = tokenizer.as_deref();
+            let calibration = match &calibration {
+                Some(path) => {
+                    let texts = read_input(Some(path))?;
+                    if !texts.iter().any(|t| !t.trim().is_empty()) {
+                        bail!("--calibration {}: no sentences in it", path.display());
+                    }
+                    Some(texts)
+                }
+                None => None,
+            };
+            let calibration = calibration.as_deref();
             let (result, name) = match &model {
                 Some(source) => (
                     // The model card, which `convert` carries over, is not needed to load.
@@ -512,11 +534,12 @@ fn main() -> Result<()> {
                         tokenizer,
                         dtype,
                         &output,
+                        calibration,
                     ),
                     source.to_string(),
                 ),
                 None => (
-                    convert(&builtin_files(), tokenizer, dtype, &output),
+                    convert(&builtin_files(), tokenizer, dtype, &output, calibration),
                     "the built-in model".into(),
                 ),
             };

@@ -13,6 +13,16 @@
 //! Norms, attention, softmax and residuals stay f32, as does everything of an f32 or f16 model
 //! ([`Compute`](crate::Compute) decides, in the loader).
 //!
+//! Outlier input channels: a few channels of a transformer's hidden states are far larger than
+//! the rest (all-MiniLM-L6-v2's LayerNorm outputs, the inputs of q/k/v and of the FFN, have
+//! channels 4-15× the median channel's largest magnitude), and one scale per activation row then
+//! resolves every other channel in a handful of codes. Where `st5 quantize` calibrated the model
+//! (a `weight_input_absmax` beside the weight, st5-format's `quant::input_absmax_name`), the CPU
+//! multiplies the channels above [`OUTLIER_RATIO`] × the median in f32 against the dequantized
+//! weight columns and quantizes the others without them: LLM.int8()'s decomposition (Dettmers
+//! et al. 2022, §3.2, <https://arxiv.org/abs/2208.07339>), with the channels fixed at
+//! calibration so that a text's vector does not depend on what else is in its batch.
+//!
 //! The reference beside it: the same model loaded with `Compute::F32` (int8 weights dequantized,
 //! f32 products), which is also what the GPU path falls back to ([`DeviceInt8::dequantize`]). How
 //! far the two are apart is measured by `tests/quant.rs` (native, CPU and wgpu) and the browser
@@ -39,6 +49,17 @@ use crate::transfer::{to_host, to_host_as};
 /// symmetric 8-bit, which the relaxed dot product cannot take: 0.99961 (`tests/quant.rs`).
 pub const ACT_BITS: ActBits = ActBits::Seven;
 
+/// An input channel is multiplied in f32 when its calibrated largest magnitude is above this
+/// many times the median channel's. Simulated on all-MiniLM-L6-v2 (7-bit rows as here, STS-B dev
+/// sentences): the least cosine of int8 compute to f32 went from 0.983 to 0.997 with 4x, while
+/// 6x and 8x left it at 0.983 (they pick only the largest one or two channels).
+pub const OUTLIER_RATIO: f32 = 4.0;
+
+/// At most this many channels of one input are multiplied in f32 (the largest first): the f32
+/// part costs `rows × channels × d_out` multiply-adds beside the int8 product's `rows × d_in ×
+/// d_out`, 2% at the default's widths.
+pub const MAX_F32_CHANNELS: usize = 8;
+
 /// The kernel this process uses: the fastest that takes [`ACT_BITS`], chosen once.
 pub fn kernel() -> Kernel {
     static KERNEL: OnceLock<Kernel> = OnceLock::new();
@@ -50,9 +71,60 @@ pub fn kernel() -> Kernel {
 #[derive(Clone, Debug)]
 pub enum Int8Matrix {
     /// In host memory, for st5-int8's CPU kernels.
-    Host(Arc<Weights>),
+    Host(Arc<HostInt8>),
     /// In GPU memory, for the GPU kernels.
     Device(Arc<DeviceInt8>),
+}
+
+/// An int8 matrix in host memory: st5-int8's weights, and the input channels it multiplies in f32
+/// (none unless calibrated; the module docs say why).
+#[derive(Clone, Debug)]
+pub struct HostInt8 {
+    weights: Weights,
+    /// The channels, ascending.
+    channels: Vec<usize>,
+    /// `[channels.len(), rows]`: weight column `c` dequantized (`code · scale`) for each channel.
+    columns: Vec<f32>,
+}
+
+impl HostInt8 {
+    /// The codes, for st5-int8's kernels.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// The input channels multiplied in f32, ascending.
+    pub fn f32_channels(&self) -> &[usize] {
+        &self.channels
+    }
+
+    /// `out += x[:, channels] · W[:, channels]ᵀ` for row-major `x` `[m, cols]` and `out` `[m,
+    /// rows]`: the f32 part of the product.
+    fn add_f32_channels(&self, x: &[f32], out: &mut [f32]) {
+        let (k, n) = (self.weights.cols(), self.weights.rows());
+        for (xr, or) in x.chunks_exact(k).zip(out.chunks_exact_mut(n)) {
+            for (&c, column) in self.channels.iter().zip(self.columns.chunks_exact(n)) {
+                let v = xr[c];
+                for (o, &w) in or.iter_mut().zip(column) {
+                    *o += v * w;
+                }
+            }
+        }
+    }
+}
+
+/// The channels of `absmax` (one calibrated largest magnitude per input channel) above
+/// [`OUTLIER_RATIO`] × the median, at most [`MAX_F32_CHANNELS`] of the largest, ascending.
+pub fn f32_channels(absmax: &[f32]) -> Vec<usize> {
+    let mut sorted = absmax.to_vec();
+    sorted.sort_by(f32::total_cmp);
+    let Some(&median) = sorted.get(sorted.len() / 2) else { return Vec::new() };
+    let mut channels: Vec<usize> =
+        (0..absmax.len()).filter(|&c| absmax[c] > OUTLIER_RATIO * median).collect();
+    channels.sort_by(|&a, &b| absmax[b].total_cmp(&absmax[a]).then(a.cmp(&b)));
+    channels.truncate(MAX_F32_CHANNELS);
+    channels.sort_unstable();
+    channels
 }
 
 /// An int8 matrix on a GPU: `words` `[rows, cols / 4]` ([`kernels::pack_codes`]) and `scales`
@@ -95,14 +167,37 @@ impl Int8Matrix {
             let fallback = OnceLock::new();
             return Some(Self::Device(Arc::new(DeviceInt8 { words, scales, fallback })));
         }
-        (cols <= st5_int8::MAX_K)
-            .then(|| Self::Host(Arc::new(Weights::new(codes, scales, rows, cols))))
+        (cols <= st5_int8::MAX_K).then(|| {
+            let weights = Weights::new(codes, scales, rows, cols);
+            Self::Host(Arc::new(HostInt8 { weights, channels: Vec::new(), columns: Vec::new() }))
+        })
+    }
+
+    /// The same matrix with its inputs' calibrated largest magnitudes (`[cols]`, from `st5
+    /// quantize`): on the CPU the channels [`f32_channels`] picks are multiplied in f32 from now
+    /// on. A GPU computes in f32 anyway and ignores them; `None` or a length other than `cols`
+    /// changes nothing.
+    pub fn with_input_absmax(self, absmax: Option<&[f32]>) -> Self {
+        match (self, absmax) {
+            (Self::Host(host), Some(absmax)) if absmax.len() == host.weights.cols() => {
+                let mut host = Arc::unwrap_or_clone(host);
+                let channels = f32_channels(absmax);
+                let w = &host.weights;
+                host.columns = channels
+                    .iter()
+                    .flat_map(|&c| (0..w.rows()).map(move |j| f32::from(w.row(j)[c]) * w.scale(j)))
+                    .collect();
+                host.channels = channels;
+                Self::Host(Arc::new(host))
+            }
+            (m, _) => m,
+        }
     }
 
     /// Rows: a Linear layer's `d_out`, a table's vocabulary.
     pub fn rows(&self) -> usize {
         match self {
-            Self::Host(w) => w.rows(),
+            Self::Host(h) => h.weights.rows(),
             Self::Device(d) => d.words.dims()[0],
         }
     }
@@ -110,7 +205,7 @@ impl Int8Matrix {
     /// Values per row: a Linear layer's `d_in`, a table's `d_model`.
     pub fn cols(&self) -> usize {
         match self {
-            Self::Host(w) => w.cols(),
+            Self::Host(h) => h.weights.cols(),
             Self::Device(d) => d.words.dims()[1] * CODES_PER_WORD,
         }
     }
@@ -132,7 +227,7 @@ impl Int8Matrix {
     /// packed codes and the scales.
     pub fn bytes(&self) -> usize {
         match self {
-            Self::Host(w) => w.heap_bytes(),
+            Self::Host(h) => h.weights.heap_bytes() + 4 * h.columns.len(),
             Self::Device(_) => self.rows() * (self.cols() + 4),
         }
     }
@@ -167,7 +262,7 @@ impl DeviceInt8 {
 pub fn linear<const D: usize>(x: Tensor<D>, w: &Int8Matrix, bias: Option<Tensor<1>>) -> Tensor<D> {
     let n = w.rows();
     let y = match w {
-        Int8Matrix::Host(weights) => host_linears(x, &[weights]).remove(0),
+        Int8Matrix::Host(host) => host_linears(x, &[host]).remove(0),
         Int8Matrix::Device(d) => kernels::matmul_int8(&x, &d.words, &d.scales)
             .unwrap_or_else(|| ops::linear_reference(x, d.fallback().transpose(), None)),
     };
@@ -179,39 +274,42 @@ pub fn linear<const D: usize>(x: Tensor<D>, w: &Int8Matrix, bias: Option<Tensor<
 
 /// `x · Wᵢᵀ` for several int8 weights of one input width (self-attention's q, k and v, a gated
 /// FFN's two inputs), without bias: `x` `[..., d_in]` → `[..., d_outᵢ]`. On the CPU `x` is read
-/// back and quantized once for all of them, where [`linear`] per weight would do both N times;
-/// on a GPU it is [`linear`] per weight.
+/// back and quantized once for all of them (when they multiply the same channels in f32, as
+/// calibration on one input gives), where [`linear`] per weight would do both N times; on a GPU
+/// it is [`linear`] per weight.
 pub fn linears<const D: usize, const N: usize>(
     x: Tensor<D>,
     ws: [&Int8Matrix; N],
 ) -> [Tensor<D>; N] {
     let host = ws.map(|w| match w {
-        Int8Matrix::Host(weights) => Some(&**weights),
+        Int8Matrix::Host(host) => Some(&**host),
         Int8Matrix::Device(_) => None,
     });
     match host.iter().copied().collect::<Option<Vec<_>>>() {
-        Some(weights) => host_linears(x, &weights).try_into().expect("one output per weight"),
-        None => ws.map(|w| linear(x.clone(), w, None)),
+        Some(hs) if hs.windows(2).all(|p| p[0].channels == p[1].channels) => {
+            host_linears(x, &hs).try_into().expect("one output per weight")
+        }
+        _ => ws.map(|w| linear(x.clone(), w, None)),
     }
 }
 
 /// [`linears`] (and [`linear`], without the bias) on the CPU.
-fn host_linears<const D: usize>(x: Tensor<D>, ws: &[&Weights]) -> Vec<Tensor<D>> {
+fn host_linears<const D: usize>(x: Tensor<D>, ws: &[&HostInt8]) -> Vec<Tensor<D>> {
     let device = x.device();
     let dims = x.dims();
     let k = dims[D - 1];
-    for w in ws {
+    for w in ws.iter().map(|h| &h.weights) {
         assert_eq!(w.cols(), k, "int8 Linear: input width {k} is not d_in {}", w.cols());
     }
     let values = to_host(x.try_into_data()).expect("a CPU tensor reads back");
     let mut outs: Vec<Vec<f32>> =
-        ws.iter().map(|w| vec![0f32; values.len() / k * w.rows()]).collect();
+        ws.iter().map(|w| vec![0f32; values.len() / k * w.weights.rows()]).collect();
     products(&values, ws, &mut outs);
     outs.into_iter()
         .zip(ws)
         .map(|(out, w)| {
             let mut dims = dims;
-            dims[D - 1] = w.rows();
+            dims[D - 1] = w.weights.rows();
             Tensor::<D>::from_data(TensorData::new(out, dims), &device)
         })
         .collect()
@@ -225,13 +323,26 @@ fn bias_shape<const D: usize>(n: usize) -> [usize; D] {
 }
 
 /// `outs[i] = x · Wᵢᵀ` for row-major `x` `[m, k]` and `outs[i]` `[m, nᵢ]`: each block of rows
-/// is quantized once and multiplied by every weight.
-fn products(x: &[f32], ws: &[&Weights], outs: &mut [Vec<f32>]) {
-    let Some(k) = ws.first().map(|w| w.cols()) else { return };
+/// is quantized once and multiplied by every weight. The weights multiply the same channels in
+/// f32 ([`linears`] checks): those are left out of the quantized rows and added in f32.
+fn products(x: &[f32], ws: &[&HostInt8], outs: &mut [Vec<f32>]) {
+    let Some(first) = ws.first() else { return };
+    let (k, channels) = (first.weights.cols(), &first.channels);
     let block = |x: &[f32], outs: Vec<&mut [f32]>| {
-        let q = quantize_rows_asymmetric(x, k);
+        let q = if channels.is_empty() {
+            quantize_rows_asymmetric(x, k)
+        } else {
+            let mut rest = x.to_vec();
+            for row in rest.chunks_exact_mut(k) {
+                for &c in channels {
+                    row[c] = 0.0;
+                }
+            }
+            quantize_rows_asymmetric(&rest, k)
+        };
         for (w, out) in ws.iter().zip(outs) {
-            st5_int8::matmul(kernel(), &q, w, out);
+            st5_int8::matmul(kernel(), &q, &w.weights, out);
+            w.add_f32_channels(x, out);
         }
     };
     if x.is_empty() {
@@ -245,7 +356,7 @@ fn products(x: &[f32], ws: &[&Weights], outs: &mut [Vec<f32>]) {
         let rows = (x.len() / k).div_ceil(rayon::current_num_threads()).max(4);
         let mut blocks: Vec<Vec<&mut [f32]>> = Vec::new();
         for (w, out) in ws.iter().zip(outs.iter_mut()) {
-            for (i, chunk) in out.chunks_mut(rows * w.rows()).enumerate() {
+            for (i, chunk) in out.chunks_mut(rows * w.weights.rows()).enumerate() {
                 match blocks.get_mut(i) {
                     Some(block) => block.push(chunk),
                     None => blocks.push(vec![chunk]),
@@ -265,7 +376,7 @@ pub fn embedding(ids: Tensor<2, Int>, table: &Int8Matrix) -> Tensor<3> {
     let [b, s] = ids.dims();
     let d = table.cols();
     let table = match table {
-        Int8Matrix::Host(weights) => return host_embedding(ids, weights),
+        Int8Matrix::Host(host) => return host_embedding(ids, &host.weights),
         Int8Matrix::Device(table) => table,
     };
     kernels::embedding_int8(&ids, &table.words, &table.scales)
@@ -356,6 +467,7 @@ mod tests {
             let (codes, scales) = int8(&wv, n, k);
             let w = Int8Matrix::new(&codes, &scales, n, k, &device).unwrap();
             let Int8Matrix::Host(host) = &w else { panic!("int8 on the CPU is kept on the host") };
+            let host = host.weights();
             let x = Tensor::<3>::from_data(TensorData::new(xv.clone(), [b, s, k]), &device);
             let y = linear(x, &w, None);
             assert_eq!(y.dims(), [b, s, n]);
@@ -383,6 +495,118 @@ mod tests {
                 assert!(with.iter().zip(&got).all(|(a, b)| *a == b + 0.5));
             }
         }
+    }
+
+    /// Which channels are multiplied in f32, by the calibrated magnitudes: strictly above 4x the
+    /// median, the largest 8 at most, ascending.
+    #[test]
+    fn f32_channels_are_the_few_far_above_the_median() {
+        let flat = vec![1.0f32; 16];
+        let with = |pairs: &[(usize, f32)]| {
+            let mut v = vec![1.0f32; 16.max(4 * pairs.len())];
+            for &(c, x) in pairs {
+                v[c] = x;
+            }
+            v
+        };
+        let many: Vec<(usize, f32)> = (0..10).map(|c| (c, 10.0 + c as f32)).collect();
+        let cases: Vec<(&str, Vec<f32>, Vec<usize>)> = vec![
+            ("empty", vec![], vec![]),
+            ("all alike", flat.clone(), vec![]),
+            ("exactly 4x stays int8", with(&[(3, 4.0)]), vec![]),
+            ("one outlier", with(&[(3, 4.5)]), vec![3]),
+            ("ascending whatever the size", with(&[(9, 30.0), (2, 6.0)]), vec![2, 9]),
+            ("the largest 8 of 10", with(&many), vec![2, 3, 4, 5, 6, 7, 8, 9]),
+            ("median 0: every non-zero", vec![0.0, 0.0, 0.0, 2.0, 0.0], vec![3]),
+        ];
+        for (case, absmax, want) in cases {
+            assert_eq!(f32_channels(&absmax), want, "{case}");
+        }
+    }
+
+    /// A calibrated Linear leaves its outlier channels out of the int8 rows and adds them in f32
+    /// against the dequantized weight columns, exactly so (the scalar kernel on the rest plus
+    /// the f32 part); it then tracks the f32 product better than without; several weights on
+    /// one input give what each gives alone; and a matrix without the statistic, or with one of
+    /// another width, is unchanged.
+    #[test]
+    fn calibrated_channels_are_multiplied_in_f32() {
+        let device = Device::flex();
+        let (m, k, outliers) = (9, 96, [5usize, 40, 77]);
+        let mut xv = values(m * k, 13);
+        for row in xv.chunks_exact_mut(k) {
+            for c in outliers {
+                row[c] *= 25.0;
+            }
+        }
+        let absmax: Vec<f32> =
+            (0..k).map(|c| xv.chunks_exact(k).fold(0f32, |a, r| a.max(r[c].abs()))).collect();
+        assert_eq!(f32_channels(&absmax), outliers);
+        let x = Tensor::<2>::from_data(TensorData::new(xv.clone(), [m, k]), &device);
+        let ws: Vec<(Int8Matrix, Vec<f32>)> = [24, 40]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let (codes, scales) = int8(&values(n * k, 30 + i as u32), n, k);
+                let deq = crate::quant::dequantize_rows(&codes, &scales, k);
+                (Int8Matrix::new(&codes, &scales, n, k, &device).unwrap(), deq)
+            })
+            .collect();
+        let calibrated: Vec<Int8Matrix> =
+            ws.iter().map(|(w, _)| w.clone().with_input_absmax(Some(&absmax))).collect();
+        let shared = linears(x.clone(), [&calibrated[0], &calibrated[1]]);
+        for (((plain, deq), w), got) in ws.iter().zip(&calibrated).zip(shared) {
+            let n = w.rows();
+            let Int8Matrix::Host(host) = w else { panic!("int8 on the CPU is kept on the host") };
+            assert_eq!(host.f32_channels(), outliers);
+            let got = to_host(got.try_into_data()).unwrap();
+            let alone = to_host(linear(x.clone(), w, None).try_into_data()).unwrap();
+            assert!(got == alone, "shared input differs from one weight alone");
+            let mut rest = xv.clone();
+            for row in rest.chunks_exact_mut(k) {
+                for c in outliers {
+                    row[c] = 0.0;
+                }
+            }
+            let mut want = vec![0f32; m * n];
+            let q = quantize_rows_asymmetric(&rest, k);
+            st5_int8::matmul(Kernel::Scalar, &q, host.weights(), &mut want);
+            for (xr, wr) in xv.chunks_exact(k).zip(want.chunks_exact_mut(n)) {
+                for c in outliers {
+                    for (j, o) in wr.iter_mut().enumerate() {
+                        *o += xr[c] * deq[j * k + c];
+                    }
+                }
+            }
+            assert!(got == want, "differs from the int8 rest plus the f32 channels");
+            let before = to_host(linear(x.clone(), plain, None).try_into_data()).unwrap();
+            let (mut worst_before, mut worst_after) = (1f64, 1f64);
+            for i in 0..m {
+                let exact: Vec<f32> = deq
+                    .chunks_exact(k)
+                    .map(|wr| xv[i * k..(i + 1) * k].iter().zip(wr).map(|(a, b)| a * b).sum())
+                    .collect();
+                let row = |v: &[f32]| v[i * n..(i + 1) * n].to_vec();
+                worst_before = worst_before.min(cosine(&row(&before), &exact));
+                worst_after = worst_after.min(cosine(&row(&got), &exact));
+            }
+            assert!(
+                worst_after > worst_before && worst_after > 0.9995,
+                "least cosine to f32: {worst_before} without, {worst_after} with the f32 channels"
+            );
+        }
+        let (plain, _) = &ws[0];
+        for absmax in [None, Some(&absmax[1..])] {
+            let same = plain.clone().with_input_absmax(absmax);
+            let Int8Matrix::Host(host) = &same else { panic!("kept on the host") };
+            assert!(host.f32_channels().is_empty());
+        }
+        // Different channels on one input: each weight runs alone, and still equals itself.
+        let other = ws[1].0.clone().with_input_absmax(Some(&vec![1.0; k]));
+        let [a, b] = linears(x.clone(), [&calibrated[0], &other]);
+        let alone = |w: &Int8Matrix| to_host(linear(x.clone(), w, None).try_into_data()).unwrap();
+        assert!(to_host(a.try_into_data()).unwrap() == alone(&calibrated[0]));
+        assert!(to_host(b.try_into_data()).unwrap() == alone(&other));
     }
 
     /// The embedding lookup equals the dequantized table's rows exactly; an id past the table

@@ -5,7 +5,8 @@
 //! - [`config`] †: `config.json` validated, its family (T5, BERT, MPNet) chosen by `model_type`;
 //! - [`kernels`]: fused GPU kernels (cubecl), the lowest layer, on plain tensors;
 //! - [`int8`]: int8 weights kept int8 on the CPU, and their Linear product and embedding lookup
-//!   over st5-int8's kernels;
+//!   over st5-int8's kernels; [`calibration`]: the Linear inputs' statistics `st5 quantize`
+//!   stores for it;
 //! - [`ops`]: each fused operation (Linear, RMS norm, attention, pooling, L2 norm): its kernel,
 //!   or the tensor-operation reference beside it;
 //! - [`models`]: the encoder families, one file each (`t5`, `bert`, `mpnet`), named like Hugging
@@ -27,6 +28,7 @@
 //!   st5-format's.
 
 pub mod batch;
+pub mod calibration;
 pub mod device;
 pub mod embedder;
 pub mod error;

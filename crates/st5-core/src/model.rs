@@ -90,6 +90,12 @@ impl SentenceModel {
         self.encoder.int8_matrices().chain(dense)
     }
 
+    /// Whether this model multiplies in int8 (an int8 model on the CPU keeps its weights as codes,
+    /// `Compute::Auto`): st5-int8's [`kernel`](crate::int8::kernel) runs its Linear layers.
+    pub fn computes_in_int8(&self) -> bool {
+        self.int8_matrices().any(|m| m.is_host())
+    }
+
     /// The bytes the weights hold: 4 per f32 parameter, and the int8 matrices' codes, scales and
     /// row sums. What a worker holding this model costs beyond its activations (the browser
     /// package's pool sizes itself by it). A table tied between the stacks counts once when it is

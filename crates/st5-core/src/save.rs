@@ -12,6 +12,7 @@ use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{Device, Tensor};
 use serde_json::json;
 
+use crate::calibration::{self, InputAbsmax};
 use crate::compute::Compute;
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
@@ -19,7 +20,9 @@ use crate::layout::{DenseActivation, ENCDEC_POOLING_MODE};
 use crate::loader::{LoadOptions, load};
 use crate::model::SentenceModel;
 use crate::names::checkpoint_name;
-use crate::quant::{WeightDtype, is_quantized, quantization_config, quantize_rows, scale_name};
+use crate::quant::{
+    WeightDtype, input_absmax_name, is_quantized, quantization_config, quantize_rows, scale_name,
+};
 use crate::transfer::to_host;
 use crate::weights::transpose2;
 use st5_format::Error as FormatError;
@@ -38,19 +41,25 @@ pub struct SaveOptions<'a> {
     pub extra: Vec<(String, Vec<u8>)>,
     /// How weights are stored (quant.rs): checkpoints that must resume exactly stay f32.
     pub dtype: WeightDtype,
+    /// In int8, the calibration statistic stored beside each int8 Linear weight
+    /// ([`calibration::record`] of this model's forward passes); `None` stores none.
+    pub input_absmax: Option<&'a InputAbsmax>,
 }
 
 /// Every float parameter as `(module path, shape, values)`.
 #[derive(Default)]
-struct Collect {
+struct Collect<'a> {
     path: Vec<String>,
     tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+    /// The recorded calibration, and what of it belongs to the parameters seen, by module path.
+    calibration: Option<&'a InputAbsmax>,
+    input_absmax: BTreeMap<String, Vec<f32>>,
     /// The first parameter that could not be read back, and why: saving stops rather than
     /// writing a file with a tensor missing.
     failed: Option<(String, Error)>,
 }
 
-impl ModuleVisitor for Collect {
+impl ModuleVisitor for Collect<'_> {
     fn enter_module(&mut self, name: &str, _container: &str) {
         self.path.push(name.to_string());
     }
@@ -61,6 +70,9 @@ impl ModuleVisitor for Collect {
         let t = param.val();
         let shape = t.dims().to_vec();
         let name = self.path.join(".");
+        if let Some(absmax) = self.calibration.and_then(|c| c.get(&param.id)) {
+            self.input_absmax.insert(name.clone(), absmax.clone());
+        }
         match to_host(t.try_into_data()) {
             Ok(values) => self.tensors.push((name, shape, values)),
             Err(e) => {
@@ -71,10 +83,11 @@ impl ModuleVisitor for Collect {
 }
 
 /// The safetensors file of `tensors` (checkpoint name → shape, values) stored as `dtype`: in
-/// int8, the tensors [`is_quantized`] picks become I8 plus an F32 `…_scale` `[rows, 1]`, and the
-/// rest f16.
+/// int8, the tensors [`is_quantized`] picks become I8 plus an F32 `…_scale` `[rows, 1]` (and the
+/// F32 `…_input_absmax` `[cols]` that `input_absmax` holds for them), and the rest f16.
 fn safetensors_bytes(
     tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+    input_absmax: &BTreeMap<String, Vec<f32>>,
     path: &Path,
     dtype: WeightDtype,
 ) -> Result<Vec<u8>> {
@@ -88,6 +101,10 @@ fn safetensors_bytes(
                 let (q, scales) = quantize_rows(values, shape[1]);
                 let scale_bytes = bytemuck::cast_slice(&scales).to_vec();
                 stored.push((scale_name(name), Dtype::F32, vec![shape[0], 1], scale_bytes));
+                if let Some(absmax) = input_absmax.get(name).filter(|a| a.len() == shape[1]) {
+                    let bytes = bytemuck::cast_slice(absmax).to_vec();
+                    stored.push((input_absmax_name(name), Dtype::F32, vec![shape[1]], bytes));
+                }
                 (Dtype::I8, bytemuck::cast_slice(&q).to_vec())
             }
             // f16, and in int8 the tensors that stay floating point.
@@ -162,13 +179,16 @@ pub fn save_sentence_transformers(
                 .into(),
         ));
     }
-    let mut collect = Collect::default();
+    let mut collect = Collect { calibration: options.input_absmax, ..Default::default() };
     model.visit(&mut collect);
     if let Some((name, e)) = collect.failed {
         return Err(Error::Readback(format!("parameter {name}: {e}")));
     }
     let mut t5 = BTreeMap::new();
     let mut dense: BTreeMap<usize, BTreeMap<String, (Vec<usize>, Vec<f32>)>> = BTreeMap::new();
+    // The calibration statistic by checkpoint name: the encoder's, and each Dense module's.
+    let mut t5_absmax = BTreeMap::new();
+    let mut dense_absmax: BTreeMap<usize, BTreeMap<String, Vec<f32>>> = BTreeMap::new();
     let mut decoder_embed = None;
     // burn's visitor names the encoder's enum variant: `encoder.T5.`, `encoder.Bert.`, ...
     let family_prefix = |path: &str| {
@@ -178,6 +198,7 @@ pub fn save_sentence_transformers(
             .map(str::to_string)
     };
     for (path, shape, values) in collect.tensors {
+        let absmax = collect.input_absmax.remove(&path);
         if path == "encoder.T5.decoder.embed_tokens" {
             // Written below: under `shared.weight` with the encoder's only if the two are equal.
             decoder_embed = Some((shape, values));
@@ -189,6 +210,9 @@ pub fn save_sentence_transformers(
             } else {
                 (shape, values)
             };
+            if let Some(absmax) = absmax {
+                t5_absmax.insert(name.clone(), absmax);
+            }
             t5.insert(name, (shape, values));
         } else if path == "prompt" {
             // A soft prompt is its own file (st5_format::prompt), not part of the model.
@@ -205,6 +229,9 @@ pub fn save_sentence_transformers(
             } else {
                 (shape, values)
             };
+            if let Some(absmax) = absmax {
+                dense_absmax.entry(i).or_default().insert(format!("linear.{field}"), absmax);
+            }
             dense.entry(i).or_default().insert(format!("linear.{field}"), (shape, values));
         } else {
             return Err(Error::Invalid(format!("unexpected parameter {path}")));
@@ -230,7 +257,7 @@ pub fn save_sentence_transformers(
     write(
         &staging,
         "model.safetensors",
-        &safetensors_bytes(&t5, &dir.join("model.safetensors"), options.dtype)?,
+        &safetensors_bytes(&t5, &t5_absmax, &dir.join("model.safetensors"), options.dtype)?,
     )?;
     let mut config = options.config.clone();
     if let Some(obj) = config.as_object_mut() {
@@ -285,7 +312,12 @@ pub fn save_sentence_transformers(
         write(
             &staging,
             &format!("{folder}/model.safetensors"),
-            &safetensors_bytes(tensors, &dir.join(&folder), options.dtype)?,
+            &safetensors_bytes(
+                tensors,
+                &dense_absmax.remove(i).unwrap_or_default(),
+                &dir.join(&folder),
+                options.dtype,
+            )?,
         )?;
         modules.push(json!({ "idx": modules.len(), "name": modules.len().to_string(), "path": folder, "type": "sentence_transformers.models.Dense" }));
     }
@@ -350,24 +382,38 @@ fn tokenizer_config(tokenizer_json: &[u8], max_seq_length: usize) -> serde_json:
 /// f32/f16/bf16/int8, sharded) to `output` as a sentence-transformers directory whose weights are
 /// stored as `dtype`, keeping its model card: `st5 quantize`. `tokenizer` stands in for a
 /// directory without `tokenizer.json`. The model is dequantized and computed as st5 loads it, so
-/// converting an int8 model to f32 gives its exact dequantized copy.
+/// converting an int8 model to f32 gives its exact dequantized copy. In int8 the f32 model first
+/// embeds `calibration` (the built-in [`calibration::SENTENCES`] when `None`), and each int8
+/// Linear weight is stored with its inputs' statistic.
 pub fn convert(
     files: &impl ModelFiles,
     tokenizer: Option<&Path>,
     dtype: WeightDtype,
     output: &Path,
+    calibration: Option<&[String]>,
 ) -> Result<()> {
     let options = LoadOptions {
         tokenizer: tokenizer.map(Path::to_path_buf),
         compute: Compute::F32,
         ..Default::default()
     };
-    let loaded = load(files, &options, &Device::flex())?;
+    let device = Device::flex();
+    let loaded = load(files, &options, &device)?;
     let config_rel = join(&loaded.layout.transformer, "config.json");
     let config = files
         .json::<serde_json::Value>(&config_rel)?
         .ok_or_else(|| FormatError::layout(files.path(&config_rel), "missing"))?;
     let readme = files.read("README.md")?.map(|b| String::from_utf8_lossy(&b).into_owned());
+    let input_absmax = match dtype {
+        WeightDtype::Int8 => {
+            let texts: Vec<&str> = match calibration {
+                Some(texts) => texts.iter().map(String::as_str).collect(),
+                None => calibration::sentences(),
+            };
+            Some(calibration::calibrate(&loaded.model, &loaded.tokenizer, &texts, &device)?)
+        }
+        WeightDtype::F32 | WeightDtype::F16 => None,
+    };
     let save = SaveOptions {
         config,
         tokenizer_json: &loaded.tokenizer_json,
@@ -375,6 +421,7 @@ pub fn convert(
         readme,
         extra: Vec::new(),
         dtype,
+        input_absmax: input_absmax.as_ref(),
     };
     save_sentence_transformers(&loaded.model, output, &save)
 }

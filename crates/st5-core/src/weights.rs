@@ -131,9 +131,7 @@ impl VarBuilder {
             return Some(vec![0.0; shape.iter().product()]);
         };
         self.src.used.borrow_mut().insert(key.clone());
-        if let Some(scale) = ckpt.scale_of(&key) {
-            self.src.used.borrow_mut().insert(scale);
-        }
+        self.src.used.borrow_mut().extend(ckpt.companions_of(&key));
         let stored = ckpt.shape(&key).unwrap_or_default().to_vec();
         let want: Vec<usize> =
             if transpose { shape.iter().rev().copied().collect() } else { shape.to_vec() };
@@ -166,10 +164,18 @@ impl VarBuilder {
             return None;
         }
         let stored = ckpt.int8_rows(&key).ok()??;
-        let m = Int8Matrix::new(stored.codes, &stored.scales, rows, cols, &self.src.device)?;
+        let absmax = match ckpt.input_absmax(&key, cols) {
+            Ok(absmax) => absmax,
+            Err(e) => {
+                self.src.report.borrow_mut().errors.push(e.to_string());
+                None
+            }
+        };
+        let m = Int8Matrix::new(stored.codes, &stored.scales, rows, cols, &self.src.device)?
+            .with_input_absmax(absmax.as_deref());
         let mut used = self.src.used.borrow_mut();
         used.insert(key.clone());
-        used.extend(ckpt.scale_of(&key));
+        used.extend(ckpt.companions_of(&key));
         built.borrow_mut().insert(key, m.clone());
         Some(m)
     }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::files::{FileBytes, ModelFiles, join};
 use crate::names::stored_names;
-use crate::quant::{dequantize_rows, scale_name};
+use crate::quant::{dequantize_rows, input_absmax_name, scale_name};
 
 struct Entry {
     file: usize,
@@ -132,6 +132,42 @@ impl Checkpoint {
     pub fn scale_of(&self, name: &str) -> Option<String> {
         let e = self.entries.get(name)?;
         (e.dtype == Dtype::I8).then(|| scale_name(name)).filter(|s| self.contains(s))
+    }
+
+    /// The tensors stored beside int8 tensor `name` that belong to it (its scale, its inputs'
+    /// calibration statistic): loading `name` accounts for them, whichever path computes it.
+    pub fn companions_of(&self, name: &str) -> Vec<String> {
+        if self.entries.get(name).is_none_or(|e| e.dtype != Dtype::I8) {
+            return Vec::new();
+        }
+        [scale_name(name), input_absmax_name(name)]
+            .into_iter()
+            .filter(|n| self.contains(n))
+            .collect()
+    }
+
+    /// The calibration statistic beside int8 Linear weight `name` ([`input_absmax_name`]): one
+    /// finite, non-negative value per input channel (`cols`). `None` when there is none (a model
+    /// quantized without calibration); an error naming the tensor when it is malformed.
+    pub fn input_absmax(&self, name: &str, cols: usize) -> Result<Option<Vec<f32>>> {
+        let key = input_absmax_name(name);
+        let Some(e) = self.entries.get(&key) else { return Ok(None) };
+        let fail = |message: String| Error::Quantized {
+            path: self.files[e.file].0.clone(),
+            name: name.to_string(),
+            message,
+        };
+        if !matches!(e.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
+            return Err(fail(format!("`{key}` has dtype {:?}; expected F32", e.dtype)));
+        }
+        if e.shape != [cols] {
+            return Err(fail(format!("`{key}` has shape {:?}; expected [{cols}]", e.shape)));
+        }
+        let values = self.to_f32(&key)?;
+        if let Some(bad) = values.iter().find(|v| !(v.is_finite() && **v >= 0.0)) {
+            return Err(fail(format!("`{key}` holds {bad}; expected finite magnitudes")));
+        }
+        Ok(Some(values))
     }
 
     /// Decodes a tensor to f32: F16 and BF16 are widened exactly; I8 is dequantized with the

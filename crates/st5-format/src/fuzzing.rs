@@ -53,8 +53,11 @@ pub fn safetensors(data: &[u8]) {
 fn read_all(ckpt: &Checkpoint) {
     let names: Vec<String> = ckpt.names().map(String::from).collect();
     for name in names {
-        let _ = (ckpt.shape(&name), ckpt.scale_of(&name), ckpt.resolve(&name));
+        let _ = (ckpt.shape(&name), ckpt.companions_of(&name), ckpt.resolve(&name));
         let _ = ckpt.to_f32(&name);
+        if let Some(&[_, cols]) = ckpt.shape(&name) {
+            let _ = (ckpt.int8_rows(&name), ckpt.input_absmax(&name, cols));
+        }
     }
 }
 

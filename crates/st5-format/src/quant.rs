@@ -60,6 +60,14 @@ pub fn scale_name(name: &str) -> String {
     format!("{name}_scale")
 }
 
+/// The name of the calibration statistic stored beside a quantized Linear weight `name`: F32
+/// `[in]`, each input channel's largest magnitude over `st5 quantize`'s calibration sentences.
+/// The CPU's int8 compute multiplies the few channels far above the others in f32 (st5-core's
+/// `int8` module says why); every other loader ignores it.
+pub fn input_absmax_name(name: &str) -> String {
+    format!("{name}_input_absmax")
+}
+
 /// Whether [`WeightDtype::Int8`] stores checkpoint tensor `name` of rank `rank` as int8: Linear
 /// weights and token tables, not 1-D tensors nor the small tables added to every token (the
 /// relative-position bias; BERT's and MPNet's absolute position and token-type tables), which

@@ -182,8 +182,7 @@ impl Model {
     /// CPU), else `"f32"`.
     #[wasm_bindgen(getter)]
     pub fn arithmetic(&self) -> String {
-        let int8 = self.embedder.model().int8_matrices().any(|m| m.is_host());
-        if int8 { "int8" } else { "f32" }.into()
+        if self.embedder.model().computes_in_int8() { "int8" } else { "f32" }.into()
     }
 
     /// The bytes the loaded weights hold in this instance's memory (f32 parameters and int8

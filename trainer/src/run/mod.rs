@@ -22,6 +22,7 @@ use burn::module::Module;
 use burn::tensor::Device;
 use st5_core::FileBytes;
 use st5_core::atomic;
+use st5_core::calibration;
 use st5_core::prompt::{Prompt, PromptMeta};
 use st5_core::save::{SaveOptions, save_sentence_transformers};
 use st5_core::tokenizer::T5Tokenizer;
@@ -92,6 +93,17 @@ impl Run {
         extra: Vec<(String, Vec<u8>)>,
         dtype: WeightDtype,
     ) -> Result<()> {
+        let model = self.model.valid();
+        // An int8 model is calibrated as `st5 quantize` calibrates one (st5-core's calibration).
+        let input_absmax = match dtype {
+            WeightDtype::Int8 => Some(calibration::calibrate(
+                &model,
+                &self.tokenizer,
+                &calibration::sentences(),
+                &self.base,
+            )?),
+            WeightDtype::F32 | WeightDtype::F16 => None,
+        };
         let options = SaveOptions {
             config: self.config_json.clone(),
             tokenizer_json: &self.tokenizer_json,
@@ -99,8 +111,9 @@ impl Run {
             readme,
             extra,
             dtype,
+            input_absmax: input_absmax.as_ref(),
         };
-        Ok(save_sentence_transformers(&self.model.valid(), dir, &options)?)
+        Ok(save_sentence_transformers(&model, dir, &options)?)
     }
 
     /// The prompt being trained, as its file holds it (`None` when the run trains the model).

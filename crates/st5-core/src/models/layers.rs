@@ -5,6 +5,7 @@
 use burn::module::{Module, Param};
 use burn::tensor::{Int, Tensor};
 
+use crate::calibration;
 use crate::int8::{self, Int8Matrix};
 use crate::ops;
 use crate::weights::{Init, VarBuilder};
@@ -47,11 +48,15 @@ impl Linear {
     }
 
     /// `[..., d_in]` → `[..., d_out]`. One fused kernel on the GPU without a bias
-    /// ([`ops::linear`]); int8 × int8 on the CPU for an int8 weight ([`int8::linear`]).
+    /// ([`ops::linear`]); int8 × int8 on the CPU for an int8 weight ([`int8::linear`]). An f32
+    /// layer's input is recorded while a [`calibration::record`] runs.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let bias = self.bias.as_ref().map(Param::val);
         match (&self.weight, &self.int8) {
-            (Some(w), _) => ops::linear(x, w.val(), bias),
+            (Some(w), _) => {
+                calibration::observe(w.id, &x);
+                ops::linear(x, w.val(), bias)
+            }
             (None, Some(q)) => int8::linear(x, q, bias),
             (None, None) => unreachable!("Linear::new sets a weight or int8"),
         }
