@@ -24,7 +24,7 @@
 //   node tests/browser/bench-peer.mjs [--models base,st5-mini,st5-small,st5-small@teacher/model_q8.onnx] [-n 512] [--batch 32] [--webgpu 32]
 //                                     [--flavor simd128|relaxed] [--compute auto|f32]
 
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { ROOT, installPackage, launch, open, serve, writeIndexPage } from './harness.mjs';
@@ -112,7 +112,15 @@ async function st5Embed(name, sentences, options) {
       }
       const c1 = globalThis.__gpuCounts ?? {};
       const calls = Object.fromEntries(Object.keys(c1).map((k) => [k, (c1[k] - c0[k]) / repeats]));
-      const out = { times, flat: Array.from(flat), dim: m.dim, device: m.device, threads: m.threads, calls };
+      const out = {
+        times,
+        flat: Array.from(flat),
+        dim: m.dim,
+        device: m.device,
+        threads: m.threads,
+        calls,
+        arithmetic: m.arithmetic,
+      };
       await m.dispose();
       return out;
     },
@@ -223,7 +231,17 @@ const cores = await (async () => {
     flavor: (await import('/node_modules/st5/runtime.js')).wasmFlavor(),
   }));
   await context.close();
-  console.log(`Chromium: ${c.cores} cores, crossOriginIsolated ${c.coi}; st5 module ${c.flavor}; batch ${batchSize}`);
+  // What ran, so that a figure can be traced: the host CPU and the flags behind V8's lowering of
+  // the relaxed dot product (a one-instruction VNNI dot needs AVX-512 VNNI or AVX-VNNI), the
+  // browser, and st5's module (relaxed or SIMD128).
+  const cpuinfo = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
+  const cpu = /model name\s*:\s*(.*)/.exec(cpuinfo)?.[1] ?? 'unknown';
+  const flags = new Set((/flags\s*:\s*(.*)/.exec(cpuinfo)?.[1] ?? '').split(' '));
+  const wanted = ['avx2', 'avx512f', 'avx512_vnni', 'avx_vnni'].filter((f) => flags.has(f));
+  console.log(`CPU: ${cpu}; flags: ${wanted.join(' ') || 'none of avx2, avx512f, avx512_vnni, avx_vnni'}`);
+  console.log(
+    `Chromium ${browser.version()}: ${c.cores} cores, crossOriginIsolated ${c.coi}; st5 module ${c.flavor}; batch ${batchSize}`,
+  );
   return c.cores;
 })();
 
@@ -242,6 +260,7 @@ for (const spec of names) {
     const peer = await ortRun(graph, ids, { threads });
     const row = {
       model: spec,
+      'st5 arithmetic': ours.arithmetic,
       threads: `${threads} (st5 ${ours.threads}, ort ${peer.threads})`,
       n: sentences.length,
       st5: ours.sentencesPerSec,
