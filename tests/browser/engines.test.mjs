@@ -178,11 +178,13 @@ for (const name of engines) {
 }
 // int8 compute across engines: the same bits wherever the same module runs; between the relaxed
 // and the SIMD128 module, whose f32 parts differ as on the f32 path, within INT8_ACROSS_MODULES.
-// A BERT default's LayerNorm outputs carry outlier channels, so an f32 difference in the last bit
-// can move a 7-bit activation code: all-MiniLM-L6-v2 measured 1.01e-3 (WebKit's SIMD128 module
-// against Chromium's relaxed one); the Sentence-T5 models stay within 1e-5.
+// A BERT default's hidden states are larger and more varied than a Sentence-T5 model's, so an f32
+// difference in the last bit (the relaxed module's f32 products) can move a 7-bit activation code
+// by one step: all-MiniLM-L6-v2 measured 1.01e-3 uncalibrated and 4.76e-3 calibrated (WebKit's
+// SIMD128 module against Chromium's relaxed one, one run each; which row flips is chance); the
+// Sentence-T5 models stay within 1e-5.
 const DEFAULT_FAMILY = JSON.parse(readFileSync(join(DEFAULT_MODEL, 'config.json'), 'utf8')).model_type;
-const INT8_ACROSS_MODULES = DEFAULT_FAMILY === 'bert' ? 2e-3 : 1e-5;
+const INT8_ACROSS_MODULES = DEFAULT_FAMILY === 'bert' ? 1e-2 : 1e-5;
 if (int8Runs.length > 1)
   failed += await runCases([
     [

