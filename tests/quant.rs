@@ -157,6 +157,18 @@ fn int8_is_smaller_and_converts_back_to_f16() {
     assert!(err <= 1e-3, "f16 copy vs int8: {err:e}");
 }
 
+/// A checkpoint read from `bad/model.safetensors` holding `tensors` (name, dtype, shape, bytes).
+fn checkpoint_of(
+    tensors: &[(String, safetensors::Dtype, Vec<usize>, Vec<u8>)],
+) -> st5_core::checkpoint::Checkpoint {
+    let views = tensors.iter().map(|(n, d, s, b)| {
+        (n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap())
+    });
+    let file = safetensors::serialize(views, None).unwrap();
+    let path = PathBuf::from("bad/model.safetensors");
+    st5_core::checkpoint::Checkpoint::from_buffers(vec![(path, file.into())]).unwrap()
+}
+
 /// The table of what a malformed int8 tensor must say: (case, the tensors, words in the error).
 #[test]
 fn malformed_int8_names_the_tensor() {
@@ -202,13 +214,7 @@ fn malformed_int8_names_the_tensor() {
         ),
     ];
     for (case, tensors, words) in cases {
-        let views = tensors.iter().map(|(n, d, s, b)| {
-            (n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap())
-        });
-        let file = safetensors::serialize(views, None).unwrap();
-        let path = PathBuf::from("bad/model.safetensors");
-        let ckpt =
-            st5_core::checkpoint::Checkpoint::from_buffers(vec![(path, file.into())]).unwrap();
+        let ckpt = checkpoint_of(&tensors);
         let msg = ckpt.to_f32(w).unwrap_err().to_string();
         assert!(msg.contains("bad/model.safetensors"), "{case}: {msg}");
         for word in &words {
@@ -249,13 +255,7 @@ fn malformed_input_absmax_names_the_tensor() {
         if let Some((dtype, shape, bytes)) = stat {
             tensors.push((absmax.clone(), dtype, shape, bytes));
         }
-        let views = tensors.iter().map(|(n, d, s, b)| {
-            (n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap())
-        });
-        let file = safetensors::serialize(views, None).unwrap();
-        let path = PathBuf::from("bad/model.safetensors");
-        let ckpt =
-            st5_core::checkpoint::Checkpoint::from_buffers(vec![(path, file.into())]).unwrap();
+        let ckpt = checkpoint_of(&tensors);
         match (ckpt.input_absmax(w, 3), want) {
             (Ok(got), Ok(want)) => assert_eq!(got, want, "{case}"),
             (Err(e), Err(words)) => {
