@@ -86,8 +86,14 @@ export interface SentenceEncoder {
   /** Tokens kept per text; longer texts are truncated, as in sentence-transformers. */
   readonly maxSeqLength: number;
   readonly variant: Variant;
-  /** SHA-256 (hex) over the model's files: what a saved index is keyed by. */
+  /** The model's identity as an index file records it, the same string `st5 index build`
+   * writes: the weights fingerprint (SHA-256 over `name:sha256` lines of the weight files), the
+   * pooling variant, `maxSeqLength` and any soft prompt's SHA-256. What a saved or imported
+   * index must have been built with. */
   readonly fingerprint: string;
+  /** What index files of the package's old ST5IDX1 format recorded instead (SHA-256 over every
+   * file of the model); only for opening such files. */
+  readonly legacyFingerprint: string;
   /** `'int8'` when the model keeps int8 weights and multiplies in int8 (an int8 model on the CPU
    * with `compute: 'auto'`), else `'f32'`. */
   readonly arithmetic: 'int8' | 'f32';
@@ -219,7 +225,9 @@ export declare class SearchIndex {
   /** Saves to IndexedDB under the index's name, replacing what was there (Node.js has no
    * IndexedDB: this rejects there; keep the index with `export`). */
   save(): Promise<void>;
-  /** The index as one file (a header, the raw vectors and any codes), for `importIndex`. */
+  /** The index as one ST5INDEX file, the format `st5 index build` writes: a header, a quantized
+   * index's codes, the f32 vectors, the texts and a SHA-256. `importIndex` and `st5 index query`
+   * open it. */
   export(): Promise<Blob>;
   /** Frees the device memory (and a quantized index's rescoring file). */
   dispose(): void;
@@ -240,5 +248,24 @@ export function openIndex(
   options?: IndexOptions & AddOptions,
 ): Promise<{ index: SearchIndex; restored: number; reason: string | null }>;
 
-/** Loads a file written by `SearchIndex.export`, checking it against `model`. */
-export function importIndex(model: SentenceEncoder, blob: Blob, options?: IndexOptions): Promise<SearchIndex>;
+/** Progress of `importIndex`: bytes downloaded (a URL), then checked (the checksum). */
+export interface ImportProgress {
+  stage: 'download' | 'check' | 'ready';
+  loaded: number;
+  /** Bytes in all; null while downloading without a Content-Length. */
+  total: number | null;
+}
+
+/**
+ * Opens an index file (ST5INDEX) that `st5 index build` wrote or `SearchIndex.export` made, from
+ * a Blob or File, its bytes, or a URL (in Node also a path). The whole file is checked first
+ * (sizes, SHA-256, texts) and must have been built with `model` (its `fingerprint`); errors carry
+ * `code: 'model'` and name the file. Files in the package's old ST5IDX1 format still open, with
+ * a console note to export them again. The file is read a piece at a time: a quantized index of
+ * a million vectors opens without holding the file in memory twice.
+ */
+export function importIndex(
+  model: SentenceEncoder,
+  source: Blob | ArrayBuffer | Uint8Array | string | URL,
+  options?: IndexOptions & { onProgress?: (event: ImportProgress) => void },
+): Promise<SearchIndex>;

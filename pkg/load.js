@@ -75,16 +75,23 @@ export async function loadKnowing(modelSource, options, knownHashes) {
   onProgress?.({ stage: 'init', device: wanted });
   let inner = await loadInner(files, { ...modelOptions, device: wanted }, label);
   const hashByName = await hashes;
-  // A soft prompt is checked against the weights fingerprint, over the files wasm names.
+  // The weights fingerprint: over the weight files wasm names. A soft prompt is checked against it.
+  const weights = await combineHashes(hashByName, inner.weightFiles);
   let applied = null;
+  let promptHash;
   if (promptBytes) {
     const bytes = await promptBytes;
-    applied = { ...bytes, fingerprint: await combineHashes(hashByName, inner.weightFiles) };
+    applied = { ...bytes, fingerprint: weights };
     inner = await applyPrompt(inner, applied);
-    hashByName.set('(soft prompt)', await sha256(bytes.bytes));
+    promptHash = await sha256(bytes.bytes);
+    hashByName.set('(soft prompt)', promptHash);
   }
-  // The model's identity covers its prompt: vectors made with another prompt are not reusable.
-  const id = combineHashes(hashByName);
+  // The model's identity, as `st5 index build` records it (st5_format::fingerprint::
+  // index_identity): weights, pooling, max_seq_length and prompt, so that vectors made with
+  // another prompt are not reused and a file built by the CLI opens here.
+  const id = inner.indexIdentity(weights, promptHash);
+  // The identity files exported before ST5INDEX recorded: every file's hash.
+  const legacyId = combineHashes(hashByName);
   onProgress?.({ stage: 'ready', device: inner.device, ms: performance.now() - started });
   // For a URL the files are read again (from the cache) only if WebGPU fails or the module
   // traps; in-memory sources are the caller's own objects, so holding them costs nothing extra.
@@ -92,7 +99,7 @@ export async function loadKnowing(modelSource, options, knownHashes) {
     await wasm();
     return url ? fetchModelFiles(url, { cache, FilePlanner: glue().FilePlanner }) : memoryFiles(modelSource);
   };
-  const model = new Model(inner, reload, modelOptions, await id, applied);
+  const model = new Model(inner, reload, modelOptions, { fingerprint: id, legacyFingerprint: await legacyId }, applied);
   // Each worker holds what the page's model holds: its weights as loaded (int8 codes for an int8
   // model, f32 otherwise), not the files' size.
   const machineCores = await cores();

@@ -39,13 +39,15 @@ export class Model {
   // The soft prompt ({ bytes, label, fingerprint }) every reload of the wasm model applies again.
   #prompt;
 
-  constructor(inner, reload, options, fingerprint, prompt = null) {
+  constructor(inner, reload, options, { fingerprint, legacyFingerprint }, prompt = null) {
     this.#setInner(inner);
     this.#reload = reload;
     this.#options = options;
     this.#prompt = prompt;
-    /** SHA-256 over the model's files: what a saved index is keyed by. */
+    /** What an index file records as its model (see index.d.ts). */
     this.fingerprint = fingerprint;
+    /** What an index file of the old ST5IDX1 format recorded: every file's hash. */
+    this.legacyFingerprint = legacyFingerprint;
   }
 
   // Read once per wasm model: after a trap the wasm object cannot answer, but the facts stand.

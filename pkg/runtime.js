@@ -134,7 +134,16 @@ export async function guard(call, run) {
 
 /** What every model object reports, whichever runs it: model.js's `Model`, its Worker proxy
  * (worker-client.js) and the CPU pool (pool.js). */
-export const MODEL_FACTS = ['device', 'dim', 'maxSeqLength', 'variant', 'fingerprint', 'arithmetic', 'weightBytes'];
+export const MODEL_FACTS = [
+  'device',
+  'dim',
+  'maxSeqLength',
+  'variant',
+  'fingerprint',
+  'legacyFingerprint',
+  'arithmetic',
+  'weightBytes',
+];
 
 /**
  * Defines read-only getters `names` on class `cls`, each reading that property of `source(this)`
@@ -195,10 +204,10 @@ export async function fileHashes(files) {
   return hashes;
 }
 
-/** SHA-256 of the lines `name:hash` of `names`, in name order. Over every file it is the
- * model's identity (`fingerprint`, what a saved index is keyed by); over the weight files the
- * wasm model reports, its weights fingerprint, which a soft prompt names
- * (st5_format::fingerprint computes the same natively). */
+/** SHA-256 of the lines `name:hash` of `names`, in name order. Over the weight files the wasm
+ * model reports it is the weights fingerprint, which a soft prompt names and a model's index
+ * identity starts with (st5_format::fingerprint computes the same natively); over every file,
+ * the identity the old ST5IDX1 index files recorded. */
 export function combineHashes(hashes, names = [...hashes.keys()]) {
   const lines = [...names].sort().map((name) => `${name}:${hashes.get(name)}`);
   return sha256(new TextEncoder().encode(lines.join('\n')));

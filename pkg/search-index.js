@@ -1,6 +1,8 @@
 // Semantic search over a corpus: documents embedded by a model, their vectors kept on the GPU
 // (the wasm `Index`: one matrix product per shard plus a top-k selection on the device), saved in
-// IndexedDB keyed by the model's fingerprint and the corpus hash, exportable as a file.
+// IndexedDB keyed by the model's fingerprint and the corpus hash, exportable as a file in the
+// ST5INDEX format `st5 index build` writes (st5_format::index_file, whose checks run here through
+// wasm): a file built natively opens here, and one exported here opens in `st5 index query`.
 // A quantized index (`quantize: 'int8' | 'binary'`) searches codes of 1 byte or 1 bit a
 // dimension, then rescores `k × oversample` candidates exactly with their f32 vectors, which a
 // row store keeps outside the searchable part (row-store.js: OPFS by default, or memory).
@@ -8,12 +10,16 @@
 // `importIndex` keep it.
 
 import { chooseDevice } from './devices.js';
+import { absoluteUrl, fetchUrl } from './host.js';
 import { generation, glue, guard, sha256, wasm } from './runtime.js';
 import { createRowStore, opfsAvailable } from './row-store.js';
 
 const DB = 'st5-index';
 const STORE = 'indexes';
-const MAGIC = 'ST5IDX1\n';
+// The package's own format before ST5INDEX: still read, with a note to export again.
+const LEGACY_MAGIC = 'ST5IDX1\n';
+// Bytes read from a Blob, or handed to wasm, at a time: a large file never sits in memory twice.
+const CHUNK = 16 * 2 ** 20;
 
 const corpusHash = (texts) => sha256(new TextEncoder().encode(texts.join('\u0000')));
 const bytesOf = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
@@ -21,6 +27,18 @@ const vectorHash = (vectors) => sha256(bytesOf(vectors));
 /** The checksum of a quantized index's codes: its words, then its scales. */
 const codesHash = async (words, scales) => sha256(new Uint8Array(await new Blob([words, scales]).arrayBuffer()));
 const QUANTIZE = ['none', 'int8', 'binary'];
+const blobBytes = async (blob, start, end) => new Uint8Array(await blob.slice(start, end).arrayBuffer());
+/** `bytes` in pieces of at most CHUNK bytes. */
+function* chunks(bytes) {
+  for (let at = 0; at < bytes.length; at += CHUNK) yield bytes.subarray(at, at + CHUNK);
+}
+const invalid = (message) => Object.assign(new Error(message), { code: 'model' });
+/** Rethrows a wasm error (st5-format's name the file: "index file NAME: ...") as the package's
+ * errors read: starting with st5:. */
+const asPackageError = (e) => {
+  if (e.code === 'model' && !e.message.startsWith('st5:')) e.message = `st5: ${e.message}`;
+  throw e;
+};
 // Restores a checked record; a symbol, so that only this module's openIndex and importIndex call it.
 const RESTORE = Symbol('restore');
 
@@ -136,14 +154,6 @@ export class SearchIndex {
     await this.#rows?.append(vectors);
   }
 
-  /** Restores saved codes and their f32 vectors (a quantized index's record). */
-  async #addCodes(texts, words, scales, vectors) {
-    this.#index.addCodes(words, scales);
-    this.#index.releaseMemory();
-    this.texts.push(...texts);
-    await this.#rows.append(vectors);
-  }
-
   /**
    * The `k` documents closest to `query`, best first (ties to the lower id).
    * @returns {Promise<{ hits: { id: number, text: string, score: number }[], embedMs: number, searchMs: number }>}
@@ -220,15 +230,27 @@ export class SearchIndex {
   }
 
   /**
-   * The index as one file for `importIndex`: a header, the raw f32 vectors, and for a quantized
-   * index its code words and scales.
+   * The index as one ST5INDEX file (st5_format::index_file), for `importIndex` and for
+   * `st5 index query`: the head, a quantized index's codes as searched, the f32 vectors, the
+   * texts and a checksum.
    */
   async export() {
-    const { vectors, words, scales, ...header } = await this.#record();
-    const head = new TextEncoder().encode(JSON.stringify(header));
-    const len = new Uint8Array(new Uint32Array([head.length]).buffer);
-    const parts = [MAGIC, len, head, vectors, ...(words ? [words, scales] : [])];
-    return new Blob(parts, { type: 'application/octet-stream' });
+    const g = glue();
+    const dim = this.#index.dim;
+    const vectors = await this.vectors();
+    const { words, scales } = this.#rows ? await guard('SearchIndex.codes', () => this.#index.codes()) : {};
+    const parts = await guard('SearchIndex.export', () => {
+      // Finite rows of the right width, as the CLI's writer requires, handed to wasm in pieces.
+      const rows = Math.max(1, Math.floor(CHUNK / (4 * dim)));
+      for (let r = 0; r * dim < vectors.length; r += rows)
+        g.checkIndexVectors(dim, r, vectors.subarray(r * dim, (r + rows) * dim));
+      const texts = g.indexTextsJson(this.texts);
+      const head = g.indexHead(this.quantize, this.#model.fingerprint, dim, this.texts.length, texts.length);
+      return [head, ...(words ? [bytesOf(words), bytesOf(scales)] : []), bytesOf(vectors), texts];
+    }).catch(asPackageError);
+    const sum = new g.IndexChecksum();
+    for (const part of parts) for (const piece of chunks(part)) sum.update(piece);
+    return new Blob([...parts, sum.finish()], { type: 'application/octet-stream' });
   }
 
   dispose() {
@@ -236,14 +258,30 @@ export class SearchIndex {
     if (this.#generation === generation()) this.#wasmIndex.dispose();
   }
 
-  /** Restores a checked record (see `problem`) into this empty index. */
-  async [RESTORE](record) {
-    const vectors = new Float32Array(record.vectors);
-    if (this.#rows)
-      await this.#addCodes(record.texts, new Int32Array(record.words), new Float32Array(record.scales), vectors);
-    else await this.addVectors(record.texts, vectors);
+  /**
+   * Restores checked `texts`, their f32 vectors (`vectors()`: their Float32Array pieces, in
+   * order) and a quantized index's codes into this empty index.
+   */
+  async [RESTORE](texts, vectors, codes) {
+    if (!this.#rows) {
+      const parts = [];
+      for await (const piece of vectors()) parts.push(piece);
+      return this.addVectors(texts, parts.length === 1 ? parts[0] : concat(parts));
+    }
+    await guard('importIndex', () => {
+      this.#index.addCodes(codes.words, codes.scales);
+      this.#index.releaseMemory();
+      this.texts.push(...texts);
+    });
+    for await (const piece of vectors()) await this.#rows.append(piece);
   }
 }
+
+const concat = (parts) => {
+  const out = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  parts.reduce((at, p) => (out.set(p, at), at + p.length), 0);
+  return out;
+};
 
 /**
  * An empty index for `model`'s vectors. Options: `device` ('auto': as for `load`), `name`
@@ -296,10 +334,13 @@ export async function createIndex(
   return new SearchIndex(model, index, name, rows, oversample ?? index.defaultOversample);
 }
 
-/** Checks a stored or imported record against `model`; returns why it is unusable, if it is. */
-async function problem(record, model) {
+/**
+ * Checks a record (saved in IndexedDB, or read from an old ST5IDX1 file, whose model identity was
+ * `fingerprint`) against `model`; returns why it is unusable, if it is.
+ */
+async function problem(record, model, fingerprint = model.fingerprint) {
   if (!record || typeof record !== 'object') return 'no saved index';
-  if (record.fingerprint !== model.fingerprint) return 'saved for another model';
+  if (record.fingerprint !== fingerprint) return 'saved for another model';
   // A file from anywhere (or an old record): every field is checked before it is used.
   const strings = (xs) => Array.isArray(xs) && xs.every((t) => typeof t === 'string');
   if (!Number.isInteger(record.dim) || !strings(record.texts) || typeof record.checksum !== 'string')
@@ -345,7 +386,7 @@ export async function openIndex(model, texts, { onProgress, batchSize, ...option
   if (!reason && (record.quantize ?? 'none') !== index.quantize) reason = `stored as ${record.quantize ?? 'none'}`;
   let restored = 0;
   if (!reason) {
-    await index[RESTORE](record);
+    await index[RESTORE](record.texts, recordVectors(record), recordCodes(record));
     restored = record.texts.length;
   } else if (record) {
     console.warn(`st5: saved index "${name}" ${reason}; rebuilding it`);
@@ -357,24 +398,107 @@ export async function openIndex(model, texts, { onProgress, batchSize, ...option
   return { index, restored, reason: record ? reason : null };
 }
 
-/** Loads an index file written by `SearchIndex.export`, checking it against `model`. */
-export async function importIndex(model, blob, options = {}) {
+const recordVectors = (record) =>
+  async function* () {
+    yield new Float32Array(record.vectors);
+  };
+const recordCodes = (record) =>
+  record.words && { words: new Int32Array(record.words), scales: new Float32Array(record.scales) };
+
+/** `source` (a Blob or File, bytes, or a URL to fetch with progress) as a Blob and its name. */
+async function indexBlob(source, onProgress) {
+  if (source instanceof Blob) return { blob: source, name: source.name || '(in memory)' };
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source))
+    return { blob: new Blob([source]), name: '(in memory)' };
+  if (typeof source !== 'string' && !(source instanceof URL))
+    throw new TypeError('st5: importIndex takes a Blob, a File, bytes or a URL');
+  const url = await absoluteUrl(source);
+  const response = await fetchUrl(url);
+  if (!response.ok) throw invalid(`st5: index file ${url}: HTTP ${response.status}`);
+  const total = Number(response.headers.get('content-length')) || null;
+  const parts = [];
+  let loaded = 0;
+  for (const reader = response.body.getReader(); ;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    loaded += value.length;
+    onProgress?.({ stage: 'download', loaded, total });
+  }
+  return { blob: new Blob(parts), name: String(url) };
+}
+
+/**
+ * Opens an index file: one `st5 index build` wrote or `SearchIndex.export` made (ST5INDEX), or
+ * an old ST5IDX1 export, which opens with a note to export it again. `source` is a Blob or File,
+ * its bytes, or a URL. Everything is checked before anything is used (st5_format::index_file:
+ * the head's sizes, the checksum over the file, the texts), and the file must have been built
+ * with `model` (its `fingerprint`).
+ */
+export async function importIndex(model, source, { onProgress, ...options } = {}) {
+  const { blob, name } = await indexBlob(source, onProgress);
+  await wasm();
+  const g = glue();
+  const start = await blobBytes(blob, 0, 16);
+  if (new TextDecoder().decode(start.subarray(0, LEGACY_MAGIC.length)) === LEGACY_MAGIC)
+    return importLegacy(model, blob, name, options);
+  // st5-format's errors name the file ("index file NAME: ..."); as the package's, they start with st5:.
+  const file = await guard('importIndex', async () => {
+    const length = g.indexHeadLength(start, name);
+    // A head longer than the file: its first bytes are enough for the parse to say so.
+    const head = g.parseIndexHead(length > blob.size ? start : await blobBytes(blob, 0, length), blob.size, name);
+    if (head.model !== model.fingerprint)
+      throw invalid(
+        `st5: index file ${name}: built with another model (${head.model}), not this one (${model.fingerprint})`,
+      );
+    const sum = new g.IndexChecksum();
+    for (let at = 0; at < head.sections.end; at += CHUNK) {
+      sum.update(await blobBytes(blob, at, Math.min(at + CHUNK, head.sections.end)));
+      onProgress?.({ stage: 'check', loaded: at, total: head.sections.end });
+    }
+    sum.verify(await blobBytes(blob, head.sections.end, blob.size), name);
+    const { texts, end } = head.sections;
+    return { ...head, texts: g.parseIndexTexts(await blobBytes(blob, texts, end), head.count, name) };
+  }).catch(asPackageError);
+  const s = file.sections;
+  const read = async (Type, from, to) => new Type(await blob.slice(from, to).arrayBuffer());
+  // The f32 vectors in pieces of whole rows, for the rescoring store (or, unquantized, the index).
+  const rows = Math.max(1, Math.floor(CHUNK / (4 * file.dim)));
+  const vectors = async function* () {
+    for (let at = s.vectors; at < s.texts; at += rows * 4 * file.dim)
+      yield read(Float32Array, at, Math.min(at + rows * 4 * file.dim, s.texts));
+  };
+  const codes =
+    file.quantize === 'none'
+      ? null
+      : { words: await read(Int32Array, s.words, s.scales), scales: await read(Float32Array, s.scales, s.vectors) };
+  const index = await createIndex(model, { ...options, quantize: file.quantize });
+  try {
+    await index[RESTORE](file.texts, vectors, codes);
+  } catch (e) {
+    index.dispose();
+    throw e;
+  }
+  onProgress?.({ stage: 'ready', loaded: blob.size, total: blob.size });
+  return index;
+}
+
+/** An index file in the package's format before ST5INDEX: a header with the texts and hashes,
+ * the f32 vectors, then any code words and scales. */
+async function importLegacy(model, blob, name, options) {
   const bytes = new Uint8Array(await blob.arrayBuffer());
-  const magic = new TextDecoder().decode(bytes.subarray(0, MAGIC.length));
-  if (magic !== MAGIC) throw new Error('st5: not an st5 index file');
-  const start = MAGIC.length + 4;
+  const start = LEGACY_MAGIC.length + 4;
   const len =
     bytes.length >= start
-      ? new DataView(bytes.buffer, bytes.byteOffset + MAGIC.length, 4).getUint32(0, true)
+      ? new DataView(bytes.buffer, bytes.byteOffset + LEGACY_MAGIC.length, 4).getUint32(0, true)
       : Infinity;
-  if (start + len > bytes.length) throw new Error('st5: index file is truncated (its header runs past the end)');
+  if (start + len > bytes.length) throw invalid(`st5: index file ${name}: truncated (its header runs past the end)`);
   let header;
   try {
     header = JSON.parse(new TextDecoder().decode(bytes.subarray(start, start + len)));
   } catch (e) {
-    throw new Error(`st5: index file header is corrupt: ${e.message}`);
+    throw invalid(`st5: index file ${name}: its header is corrupt: ${e.message}`);
   }
-  // The body: f32 vectors, then (quantized) the code words and the scales.
   const body = start + len;
   const n = Array.isArray(header?.texts) ? header.texts.length : 0;
   const vectorBytes = n * model.dim * 4;
@@ -389,9 +513,18 @@ export async function importIndex(model, blob, options = {}) {
       scales: bytes.slice(body + vectorBytes + wordBytes).buffer,
     }),
   };
-  const reason = await problem(record, model);
-  if (reason) throw new Error(`st5: index file ${reason}`);
+  const reason = await problem(record, model, model.legacyFingerprint);
+  if (reason) throw invalid(`st5: index file ${name}: ${reason}`);
+  console.warn(
+    `st5: ${name} is in the package's old index format (ST5IDX1), which a later st5 will not read; ` +
+      'export() it again to get an ST5INDEX file, which `st5 index query` opens too',
+  );
   const index = await createIndex(model, { ...options, quantize: record.quantize ?? 'none' });
-  await index[RESTORE](record);
+  try {
+    await index[RESTORE](record.texts, recordVectors(record), recordCodes(record));
+  } catch (e) {
+    index.dispose();
+    throw e;
+  }
   return index;
 }

@@ -10,7 +10,8 @@
 //   node tests/browser/node.test.mjs     (after `bash pkg/build.sh`; scripts/test.sh runs all)
 
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
@@ -287,6 +288,108 @@ const failed = await runCases([
         if (!saved.includes('IndexedDB')) throw new Error(`save(): ${saved}`);
         if (warnings.length) throw new Error(`warnings: ${warnings.join(' | ')}`);
         return `${out.join(', ')}: top hits right, export/import identical; openIndex in memory; save(): "${saved}"`;
+      } finally {
+        console.warn = warn;
+        await model.dispose();
+      }
+    },
+  ],
+  [
+    'index_files_open_in_the_cli_and_the_package_both_ways',
+    async () => {
+      // One index file format (st5_format::index_file): `st5 index build` writes it, importIndex
+      // reads it, export() writes it back byte for byte, and `st5 index query` reads the
+      // package's; the old ST5IDX1 export still opens, once, with a note.
+      const bin = process.env.ST5_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(ROOT, 'target'), 'release/st5');
+      if (!existsSync(bin)) {
+        console.log(
+          `skipped: index_files_open_in_the_cli_and_the_package_both_ways: no st5 binary at ${bin} (cargo build --release --bin st5, or ST5_BIN)`,
+        );
+        return 'skipped';
+      }
+      const st5cli = async (...args) => (await promisify(execFile)(bin, args)).stdout;
+      const dir = mkdtempSync(join(tmpdir(), 'st5-index-files-'));
+      // Distinct one-line documents (the CLI reads one a line).
+      const docs = [...new Set(st.sentences.filter((t) => t.trim() && !t.includes('\n')))];
+      const corpus = join(dir, 'corpus.txt');
+      writeFileSync(corpus, docs.join('\n') + '\n');
+      const queries = [docs[0], docs[3], 'a question nobody indexed'];
+      // `st5 index query`'s lines: rank, score, text.
+      const cliHits = async (file, q) =>
+        (await st5cli('index', 'query', '--model', DIR, file, '-k', '3', q))
+          .trim()
+          .split('\n')
+          .map((l) => l.split('\t'))
+          .map(([, score, text]) => ({ text, score: Number(score) }));
+      const same = (what, a, b) => {
+        const ok =
+          a.length === b.length && a.every((h, i) => h.text === b[i].text && Math.abs(h.score - b[i].score) <= 2e-4);
+        if (!ok) throw new Error(`${what}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`);
+      };
+      const model = await st5.load(DIR, { device: 'cpu', threads: 1 });
+      const warnings = [];
+      const warn = console.warn;
+      console.warn = (...args) => warnings.push(args.join(' '));
+      const out = [];
+      try {
+        for (const codes of ['none', 'int8', 'binary']) {
+          const built = join(dir, `cli-${codes}.st5index`);
+          await st5cli('index', 'build', '--model', DIR, '--corpus', corpus, '--output', built, '--codes', codes);
+          const index = await st5.importIndex(model, built);
+          if (index.quantize !== codes || index.size !== docs.length)
+            throw new Error(`${codes}: ${index.quantize}, ${index.size}`);
+          for (const q of queries) {
+            const { hits } = await index.search(q, 3);
+            same(`${codes} "${q}"`, hits, await cliHits(built, q));
+          }
+          const exported = Buffer.from(await (await index.export()).arrayBuffer());
+          if (!exported.equals(readFileSync(built))) throw new Error(`${codes}: export() differs from the CLI's file`);
+          index.dispose();
+          // Built here: the CLI answers from the package's file as the package does.
+          const mine = await st5.createIndex(model, { quantize: codes });
+          await mine.add(docs.slice(0, 6));
+          const file = join(dir, `page-${codes}.st5index`);
+          writeFileSync(file, Buffer.from(await (await mine.export()).arrayBuffer()));
+          same(`${codes}: the package's file`, (await mine.search(docs[2], 3)).hits, await cliHits(file, docs[2]));
+          mine.dispose();
+          out.push(codes);
+        }
+        // Another model's file (here: another pooling) is refused, naming both identities.
+        const other = join(dir, 'enc-first.st5index');
+        await st5cli('index', 'build', '--model', DIR, '--variant', 'enc-first', '--corpus', corpus, '--output', other);
+        const refused = await st5.importIndex(model, other).then(
+          () => null,
+          (e) => e,
+        );
+        if (refused?.code !== 'model' || !refused.message.includes('another model'))
+          throw new Error(`another model's file: ${refused?.message}`);
+        // A damaged file: the checksum, checked in wasm over the file in pieces.
+        const bytes = readFileSync(join(dir, 'cli-int8.st5index'));
+        bytes[bytes.length - 40] ^= 1;
+        const damaged = await rejection(st5.importIndex(model, new Blob([bytes])));
+        if (!damaged.includes('checksum mismatch')) throw new Error(`damaged: ${damaged}`);
+        // The package's old format: header JSON with the texts and hashes, then the f32 vectors.
+        const index = await st5.createIndex(model);
+        await index.add(docs);
+        const vectors = await index.vectors();
+        const sha = async (b) => Buffer.from(await crypto.subtle.digest('SHA-256', b)).toString('hex');
+        const header = {
+          fingerprint: model.legacyFingerprint,
+          corpus: await sha(new TextEncoder().encode(docs.join('\u0000'))),
+          dim: model.dim,
+          texts: docs,
+          quantize: 'none',
+          checksum: await sha(vectors),
+        };
+        const head = new TextEncoder().encode(JSON.stringify(header));
+        const legacy = new Blob(['ST5IDX1\n', new Uint32Array([head.length]), head, vectors]);
+        const old = await st5.importIndex(model, legacy);
+        same('ST5IDX1', (await old.search(docs[4], 3)).hits, (await index.search(docs[4], 3)).hits);
+        old.dispose();
+        index.dispose();
+        if (warnings.length !== 1 || !warnings[0].includes('ST5IDX1') || !warnings[0].includes('export() it again'))
+          throw new Error(`warnings: ${warnings.join(' | ')}`);
+        return `${out.join(', ')}: CLI file → package → export() byte-identical, package file → st5 index query, same hits; another model's and a damaged file refused; ST5IDX1 opened with a note`;
       } finally {
         console.warn = warn;
         await model.dispose();

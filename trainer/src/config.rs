@@ -366,7 +366,6 @@ impl TrainConfig {
     }
 }
 
-#[cfg(feature = "model")]
 impl TrainConfig {
     /// The evaluation data directory: `eval_data`, else the default of `st5 eval --data`.
     pub fn eval_data(&self) -> PathBuf {

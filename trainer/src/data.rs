@@ -45,7 +45,6 @@ pub fn normalize(s: &str) -> String {
         .join(" ")
 }
 
-#[cfg(feature = "model")]
 /// Every sentence of the evaluation test splits (STS12–16, STS-B test, SICK test, SST-2 test,
 /// TREC test, MRPC test) under `data`, normalised.
 pub fn eval_sentences(data: &std::path::Path) -> Result<HashSet<String>> {

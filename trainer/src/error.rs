@@ -24,7 +24,6 @@ pub enum Error {
     #[cfg(feature = "model")]
     #[error(transparent)]
     Hub(#[from] st5_hub::Error),
-    #[cfg(feature = "model")]
     #[error("evaluation data: {0}")]
     Eval(#[from] st5_eval::EvalError),
     #[error("checkpoint {}: {message}", path.display())]

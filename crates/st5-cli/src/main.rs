@@ -299,19 +299,21 @@ impl ModelArgs {
             Some(dir) => weights_fingerprint(&Dir(dir.to_path_buf()))?,
             None => weights_fingerprint(&builtin_files())?,
         };
-        let mut id = format!(
-            "{weights}+{}+max_seq_length:{}",
-            embedder.variant(),
-            embedder.layout().max_seq_length
-        );
+        let mut extras = Vec::new();
         for (what, path) in [("tokenizer", &self.tokenizer), ("prompt", &self.prompt)] {
             if let Some(path) = path {
                 let bytes =
                     std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-                id += &format!("+{what}:{}", st5_core::fingerprint::sha256_hex(&bytes));
+                extras.push((what, st5_core::fingerprint::sha256_hex(&bytes)));
             }
         }
-        Ok(id)
+        let extras: Vec<(&str, &str)> = extras.iter().map(|(w, h)| (*w, h.as_str())).collect();
+        Ok(st5_core::fingerprint::index_identity(
+            &weights,
+            embedder.variant(),
+            embedder.layout().max_seq_length,
+            &extras,
+        ))
     }
 
     /// The directory `--model` names, `None` for the built-in model: [`st5_hub::resolve`], the
@@ -564,7 +566,7 @@ fn main() -> Result<()> {
             };
             let embedder = model.load()?;
             let report = st5_eval::run(&options, &mut |texts| {
-                let e = embed(&embedder, texts)?;
+                let e = embed(&embedder, texts).map_err(st5_eval::EvalError::embed)?;
                 Ok((e.data, e.dim))
             })?;
             print!("{}", report.markdown());

@@ -412,7 +412,7 @@ mod tests {
     /// Per-row symmetric int8 as `st5 quantize` stores weights.
     fn int8(values: &[f32], rows: usize, cols: usize) -> (Vec<i8>, Vec<f32>) {
         assert_eq!(values.len(), rows * cols);
-        crate::quant::quantize_rows(values, cols)
+        crate::quant::quantize_weight_rows(values, cols)
     }
 
     fn cosine(a: &[f32], b: &[f32]) -> f64 {

@@ -21,7 +21,8 @@ use crate::loader::{LoadOptions, load};
 use crate::model::SentenceModel;
 use crate::names::checkpoint_name;
 use crate::quant::{
-    WeightDtype, input_absmax_name, is_quantized, quantization_config, quantize_rows, scale_name,
+    WeightDtype, input_absmax_name, is_quantized, quantization_config, quantize_weight_rows,
+    scale_name,
 };
 use crate::transfer::to_host;
 use crate::weights::transpose2;
@@ -98,7 +99,7 @@ fn safetensors_bytes(
         let (kind, bytes) = match dtype {
             WeightDtype::F32 => (Dtype::F32, bytemuck::cast_slice(values).to_vec()),
             WeightDtype::Int8 if is_quantized(name, shape.len()) => {
-                let (q, scales) = quantize_rows(values, shape[1]);
+                let (q, scales) = quantize_weight_rows(values, shape[1]);
                 let scale_bytes = bytemuck::cast_slice(&scales).to_vec();
                 stored.push((scale_name(name), Dtype::F32, vec![shape[0], 1], scale_bytes));
                 if let Some(absmax) = input_absmax.get(name).filter(|a| a.len() == shape[1]) {

@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use st5_core::rng::Rng;
+use st5_format::rng::Rng;
 
 use crate::error::{EvalError, Result};
 use crate::tasks::{Lookup, cosine};

@@ -6,7 +6,7 @@ use crate::logreg::{Dataset, LogReg, Solver, accuracy};
 /// The L2 grid SentEval searches: C in {2^-2, …, 2^3}.
 pub const C_GRID: [f64; 6] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
 
-pub use st5_core::rng::Rng;
+pub use st5_format::rng::Rng;
 
 /// Test-fold membership for `k` stratified folds: each class is shuffled and dealt round-robin.
 pub fn stratified_folds(labels: &[usize], k: usize, seed: u64) -> Vec<usize> {

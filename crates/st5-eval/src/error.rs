@@ -12,10 +12,18 @@ pub enum EvalError {
     },
     #[error("{}, line {line}: {message}", path.display())]
     Parse { path: PathBuf, line: usize, message: String },
-    #[error(transparent)]
-    Model(#[from] st5_core::Error),
+    /// The caller's embedding function failed (st5-eval runs no model itself).
+    #[error("embedding failed: {0}")]
+    Embed(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("{0}")]
     Invalid(String),
+}
+
+impl EvalError {
+    /// The embedding function's error, kept as the source.
+    pub fn embed(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Embed(e.into())
+    }
 }
 
 pub type Result<T, E = EvalError> = std::result::Result<T, E>;

@@ -50,6 +50,24 @@ pub fn weights_fingerprint(files: &impl ModelFiles) -> Result<String> {
     Ok(combine(hashes.iter().map(|(n, h)| (n.as_str(), h.as_str()))))
 }
 
+/// A model's identity as a search index records it: what changes the vectors it gives. The
+/// weights fingerprint, the pooling variant and `max_seq_length` as loading resolved them, then
+/// `(what, sha256 hex)` of each file used beside the model's own (`tokenizer`, `prompt`), in that
+/// order. `st5 index` and the page's `model.fingerprint` both compute it here, so a file built
+/// by either opens in the other.
+pub fn index_identity(
+    weights: &str,
+    variant: crate::variant::Variant,
+    max_seq_length: usize,
+    extras: &[(&str, &str)],
+) -> String {
+    let mut id = format!("{weights}+{variant}+max_seq_length:{max_seq_length}");
+    for (what, hash) in extras {
+        id += &format!("+{what}:{hash}");
+    }
+    id
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +85,23 @@ mod tests {
         assert_eq!(a, combine([("a", "1"), ("b", "2")]));
         assert_eq!(a, sha256_hex(b"a:1\nb:2"));
         assert_ne!(a, combine([("a", "1"), ("b", "3")]));
+    }
+
+    #[test]
+    fn index_identity_names_what_changes_the_vectors() {
+        use crate::variant::Variant;
+        let cases: [(Variant, usize, &[(&str, &str)], &str); 3] = [
+            (Variant::EncMean, 256, &[], "w+enc-mean+max_seq_length:256"),
+            (Variant::EncFirst, 128, &[("prompt", "p")], "w+enc-first+max_seq_length:128+prompt:p"),
+            (
+                Variant::EncMean,
+                8,
+                &[("tokenizer", "t"), ("prompt", "p")],
+                "w+enc-mean+max_seq_length:8+tokenizer:t+prompt:p",
+            ),
+        ];
+        for (variant, len, extras, want) in cases {
+            assert_eq!(index_identity("w", variant, len, extras), want);
+        }
     }
 }

@@ -52,17 +52,30 @@ pub struct IndexHeader {
     pub texts_bytes: u64,
 }
 
-/// Byte offsets of the sections.
-#[derive(Debug, Clone, Copy)]
-struct Sections {
-    words: usize,
-    scales: usize,
-    vectors: usize,
-    texts: usize,
-    end: usize,
+/// Byte offsets of the sections, from the start of the file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sections {
+    pub words: usize,
+    pub scales: usize,
+    pub vectors: usize,
+    pub texts: usize,
+    /// Where the checksum starts (its 32 bytes end the file).
+    pub end: usize,
 }
 
 impl IndexHeader {
+    /// The header of `count` documents of width `dim` whose texts take `texts_bytes` as JSON
+    /// ([`texts_json`]).
+    pub fn new(
+        quantize: Quantize,
+        model: &str,
+        dim: usize,
+        count: usize,
+        texts_bytes: u64,
+    ) -> Self {
+        Self { version: VERSION, dim, count, quantize, model: model.into(), texts_bytes }
+    }
+
     /// The section offsets after a header of `header_len` bytes, or `None` on overflow.
     fn sections(&self, header_len: usize) -> Option<Sections> {
         let words_per = self.quantize.packing().map_or(0, |p| p.words(self.dim));
@@ -73,6 +86,37 @@ impl IndexHeader {
         let texts = vectors.checked_add(self.count.checked_mul(self.dim)?.checked_mul(4)?)?;
         let end = texts.checked_add(usize::try_from(self.texts_bytes).ok()?)?;
         Some(Sections { words, scales, vectors, texts, end })
+    }
+
+    /// What comes before the first section: the magic, the header's length, the header, and
+    /// zero padding to a multiple of 8.
+    pub fn head_bytes(&self) -> Vec<u8> {
+        let head = serde_json::to_vec(self).expect("the header serializes");
+        let mut out = [&MAGIC[..], &(head.len() as u64).to_le_bytes(), &head].concat();
+        out.resize(out.len().next_multiple_of(8), 0);
+        out
+    }
+}
+
+/// The documents as the texts section holds them: a JSON array of strings.
+pub fn texts_json(texts: &[String]) -> Vec<u8> {
+    serde_json::to_vec(texts).expect("strings serialize")
+}
+
+/// Checks row-major `vectors` of width `dim` for `count` documents before they are written: a
+/// NaN would be coded as 0 (int8) or poison a scale (binary), so it is refused here, not at query
+/// time. `first_row` numbers the rows in messages when the vectors come in chunks.
+pub fn check_vectors(
+    dim: usize,
+    first_row: usize,
+    vectors: &[f32],
+) -> std::result::Result<(), String> {
+    if dim == 0 || dim > MAX_DIM || !vectors.len().is_multiple_of(dim) {
+        return Err(format!("{} vector values do not make rows of width {dim}", vectors.len()));
+    }
+    match vectors.iter().position(|x| !x.is_finite()) {
+        Some(i) => Err(format!("vector {} has a non-finite value", first_row + i / dim)),
+        None => Ok(()),
     }
 }
 
@@ -88,35 +132,20 @@ pub fn write(
     vectors: &[f32],
 ) -> Result<()> {
     let bad = |message: String| Error::Index { path: path.into(), message };
-    if dim == 0 || dim > MAX_DIM || vectors.len() != texts.len() * dim {
+    check_vectors(dim, 0, vectors).map_err(bad)?;
+    if vectors.len() != texts.len() * dim {
         return Err(bad(format!(
             "{} vector values for {} texts of width {dim}",
             vectors.len(),
             texts.len()
         )));
     }
-    // A NaN would be coded as 0 (int8) or poison a scale (binary): refused here, not at query time.
-    if let Some(i) = vectors.iter().position(|x| !x.is_finite()) {
-        return Err(bad(format!("vector {} has a non-finite value", i / dim)));
-    }
-    let texts_json = serde_json::to_vec(texts).expect("strings serialize");
-    let header = IndexHeader {
-        version: VERSION,
-        dim,
-        count: texts.len(),
-        quantize,
-        model: model.into(),
-        texts_bytes: texts_json.len() as u64,
-    };
-    let head = serde_json::to_vec(&header).expect("the header serializes");
+    let texts_json = texts_json(texts);
+    let header = IndexHeader::new(quantize, model, dim, texts.len(), texts_json.len() as u64);
     let codes = quantize.packing().map(|p| p.encode(dim, vectors)).unwrap_or_default();
     crate::atomic::write_with(path, |file| {
-        let mut out = Hashing(file, Sha256::new());
-        out.write_all(MAGIC)?;
-        out.write_all(&(head.len() as u64).to_le_bytes())?;
-        out.write_all(&head)?;
-        let pad = (16 + head.len()).next_multiple_of(8) - (16 + head.len());
-        out.write_all(&[0; 8][..pad])?;
+        let mut out = Hashing(file, Checksum::default());
+        out.write_all(&header.head_bytes())?;
         for w in &codes.words {
             out.write_all(&w.to_le_bytes())?;
         }
@@ -125,12 +154,39 @@ pub fn write(
         }
         out.write_all(&texts_json)?;
         let Hashing(file, hash) = out;
-        file.write_all(&hash.finalize())
+        file.write_all(&hash.finish())
     })
 }
 
+/// The SHA-256 that ends an index file, over everything before it, fed in pieces: a writer
+/// that streams sections, or a reader that checks a file too large to hold at once (the page's
+/// `importIndex` hashes a file from its `Blob` in chunks).
+#[derive(Default, Clone)]
+pub struct Checksum(Sha256);
+
+impl Checksum {
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub fn finish(self) -> [u8; 32] {
+        self.0.finalize().into()
+    }
+
+    /// Checks the bytes fed so far against the file's last 32 bytes, `stored`.
+    pub fn verify(self, stored: &[u8], path: &Path) -> Result<()> {
+        if self.finish().as_slice() != stored {
+            return Err(Error::Index {
+                path: path.into(),
+                message: "corrupt: checksum mismatch".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A writer that hashes what passes through it.
-struct Hashing<W>(W, Sha256);
+struct Hashing<W>(W, Checksum);
 
 impl<W: Write> Write for Hashing<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -141,6 +197,79 @@ impl<W: Write> Write for Hashing<W> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.0.flush()
     }
+}
+
+/// What an index file's head declares, checked against the file's length: read from its first
+/// [`head_length`] bytes, before any section is. The one parse of a head, for a file held
+/// whole ([`IndexFile`]) and for one read in pieces (the page's `importIndex`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexLayout {
+    pub header: IndexHeader,
+    pub sections: Sections,
+}
+
+/// The number of bytes at the start of a file that hold its head, from its first 16 (fewer: the
+/// file is too short to be an index).
+pub fn head_length(start: &[u8], path: &Path) -> Result<usize> {
+    if start.len() < 16 || &start[..8] != MAGIC {
+        return Err(Error::Index {
+            path: path.into(),
+            message: "not an st5 index file (no ST5INDEX magic)".into(),
+        });
+    }
+    let header_len = u64::from_le_bytes(start[8..16].try_into().expect("8 bytes"));
+    usize::try_from(header_len).ok().and_then(|n| n.checked_add(16)).ok_or_else(|| Error::Index {
+        path: path.into(),
+        message: "truncated: the header runs past the end".into(),
+    })
+}
+
+impl IndexLayout {
+    /// Parses the head at the start of `bytes` (at least [`head_length`] of them) of a file of
+    /// `file_len` bytes: the magic, the version, the header, and every section's size against
+    /// the file's.
+    pub fn parse(bytes: &[u8], file_len: u64, path: &Path) -> Result<Self> {
+        let bad = |message: String| Error::Index { path: path.into(), message };
+        let header_end = head_length(bytes, path)?;
+        if header_end as u64 > file_len || header_end > bytes.len() {
+            return Err(bad("truncated: the header runs past the end".into()));
+        }
+        let head = &bytes[16..header_end];
+        let version: Version =
+            serde_json::from_slice(head).map_err(|e| bad(format!("corrupt header: {e}")))?;
+        if version.version != VERSION {
+            return Err(bad(format!("version {} (this st5 reads {VERSION})", version.version)));
+        }
+        let header: IndexHeader =
+            serde_json::from_slice(head).map_err(|e| bad(format!("corrupt header: {e}")))?;
+        if header.dim == 0 || header.dim > MAX_DIM {
+            return Err(bad(format!("corrupt header: dim {}", header.dim)));
+        }
+        let sections = header
+            .sections(header_end - 16)
+            .filter(|s| s.end.checked_add(32).is_some())
+            .ok_or_else(|| bad("corrupt header: sizes overflow".into()))?;
+        let want = sections.end as u64 + 32;
+        if file_len != want {
+            let what = if file_len < want { "truncated" } else { "corrupt" };
+            return Err(bad(format!(
+                "{what}: {} documents of width {} ({}) need {want} bytes, the file has {file_len}",
+                header.count, header.dim, header.quantize,
+            )));
+        }
+        Ok(Self { header, sections })
+    }
+}
+
+/// The documents from the texts section's `bytes`: a JSON array of exactly `count` strings.
+pub fn parse_texts(bytes: &[u8], count: usize, path: &Path) -> Result<Vec<String>> {
+    let bad = |message: String| Error::Index { path: path.into(), message };
+    let texts: Vec<String> =
+        serde_json::from_slice(bytes).map_err(|e| bad(format!("texts: {e}")))?;
+    if texts.len() != count {
+        return Err(bad(format!("{} texts for {count} vectors", texts.len())));
+    }
+    Ok(texts)
 }
 
 /// An index file, checked whole and memory-mapped.
@@ -160,45 +289,11 @@ impl IndexFile {
 
     /// Checks `bytes` (the file at `path`, for messages) as [`open`](Self::open) does.
     pub fn from_bytes(bytes: FileBytes, path: &Path) -> Result<Self> {
-        let bad = |message: String| Error::Index { path: path.into(), message };
-        if bytes.len() < 16 || &bytes[..8] != MAGIC {
-            return Err(bad("not an st5 index file (no ST5INDEX magic)".into()));
-        }
-        let header_len = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
-        let header_end = usize::try_from(header_len)
-            .ok()
-            .and_then(|n| n.checked_add(16))
-            .filter(|&end| end <= bytes.len())
-            .ok_or_else(|| bad("truncated: the header runs past the end".into()))?;
-        let head = &bytes[16..header_end];
-        let version: Version =
-            serde_json::from_slice(head).map_err(|e| bad(format!("corrupt header: {e}")))?;
-        if version.version != VERSION {
-            return Err(bad(format!("version {} (this st5 reads {VERSION})", version.version)));
-        }
-        let header: IndexHeader =
-            serde_json::from_slice(head).map_err(|e| bad(format!("corrupt header: {e}")))?;
-        if header.dim == 0 || header.dim > MAX_DIM {
-            return Err(bad(format!("corrupt header: dim {}", header.dim)));
-        }
-        let sections = header
-            .sections(header_end - 16)
-            .filter(|s| s.end.checked_add(32).is_some())
-            .ok_or_else(|| bad("corrupt header: sizes overflow".into()))?;
-        let want = sections.end as u64 + 32;
-        if bytes.len() as u64 != want {
-            let what = if (bytes.len() as u64) < want { "truncated" } else { "corrupt" };
-            return Err(bad(format!(
-                "{what}: {} documents of width {} ({}) need {want} bytes, the file has {}",
-                header.count,
-                header.dim,
-                header.quantize,
-                bytes.len()
-            )));
-        }
-        if Sha256::digest(&bytes[..sections.end]).as_slice() != &bytes[sections.end..] {
-            return Err(bad("corrupt: checksum mismatch".into()));
-        }
+        let IndexLayout { header, sections } =
+            IndexLayout::parse(&bytes, bytes.len() as u64, path)?;
+        let mut sum = Checksum::default();
+        sum.update(&bytes[..sections.end]);
+        sum.verify(&bytes[sections.end..], path)?;
         Ok(Self { path: path.into(), header, bytes, sections })
     }
 
@@ -236,17 +331,8 @@ impl IndexFile {
 
     /// The documents, in id order.
     pub fn texts(&self) -> Result<Vec<String>> {
-        let texts: Vec<String> = serde_json::from_slice(
-            &self.bytes[self.sections.texts..self.sections.end],
-        )
-        .map_err(|e| Error::Index { path: self.path.clone(), message: format!("texts: {e}") })?;
-        if texts.len() != self.header.count {
-            return Err(Error::Index {
-                path: self.path.clone(),
-                message: format!("{} texts for {} vectors", texts.len(), self.header.count),
-            });
-        }
-        Ok(texts)
+        let s = &self.sections;
+        parse_texts(&self.bytes[s.texts..s.end], self.header.count, &self.path)
     }
 }
 
@@ -281,6 +367,62 @@ mod tests {
             assert_eq!(file.codes(), q.packing().map(|p| p.encode(5, &vectors)));
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The pieces the page writes and reads a file with (pkg/search-index.js through st5-wasm's
+    /// index_file) give the bytes `write` does, and read back what it wrote.
+    #[test]
+    fn pieces_make_and_read_the_same_file() {
+        let dir = std::env::temp_dir().join(format!("st5-index-pieces-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for q in Quantize::ALL {
+            let (path, texts, vectors) = sample(&dir, q);
+            let file = std::fs::read(&path).unwrap();
+            let json = texts_json(&texts);
+            let header = IndexHeader::new(q, "fp", 5, texts.len(), json.len() as u64);
+            let codes = q.packing().map(|p| p.encode(5, &vectors)).unwrap_or_default();
+            let le = |xs: &[f32]| xs.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            let words: Vec<u8> = codes.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let body = [header.head_bytes(), words, le(&codes.scales), le(&vectors), json].concat();
+            let mut sum = Checksum::default();
+            for piece in body.chunks(7) {
+                sum.update(piece);
+            }
+            assert_eq!([body.clone(), sum.finish().to_vec()].concat(), file, "{q}");
+
+            let head = &file[..head_length(&file[..16], &path).unwrap()];
+            let layout = IndexLayout::parse(head, file.len() as u64, &path).unwrap();
+            assert_eq!(layout.header, header);
+            let s = layout.sections;
+            assert_eq!(parse_texts(&file[s.texts..s.end], texts.len(), &path).unwrap(), texts);
+            let mut sum = Checksum::default();
+            sum.update(&file[..s.end]);
+            sum.verify(&file[s.end..], &path).unwrap();
+            let mut sum = Checksum::default();
+            sum.update(&file[1..s.end]);
+            let err = sum.verify(&file[s.end..], &path).unwrap_err().to_string();
+            assert!(err.contains("checksum mismatch"), "{err}");
+            let err = parse_texts(&file[s.texts..s.end], 2, &path).unwrap_err().to_string();
+            assert!(err.contains("3 texts for 2 vectors"), "{err}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn check_vectors_names_the_row() {
+        let cases: [(usize, usize, &[f32], Option<&str>); 4] = [
+            (2, 0, &[1.0, 0.0, 0.5, 0.5], None),
+            (2, 10, &[1.0, 0.0, f32::NAN, 0.5], Some("vector 11 has a non-finite value")),
+            (2, 0, &[1.0, 0.0, 0.5], Some("3 vector values do not make rows of width 2")),
+            (0, 0, &[], Some("rows of width 0")),
+        ];
+        for (dim, first, vectors, want) in cases {
+            match (check_vectors(dim, first, vectors), want) {
+                (Ok(()), None) => {}
+                (Err(e), Some(want)) => assert!(e.contains(want), "{e}"),
+                (got, want) => panic!("{dim} {first} {vectors:?}: {got:?}, wanted {want:?}"),
+            }
+        }
     }
 
     #[test]

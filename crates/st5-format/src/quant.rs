@@ -81,9 +81,13 @@ pub fn is_quantized(name: &str, rank: usize) -> bool {
     rank == 2 && name.ends_with(".weight") && !KEPT.iter().any(|k| name.ends_with(k))
 }
 
-/// Symmetric per-row int8 of row-major `[rows, cols]` values: `scale = max|row| / 127` (1 for an
-/// all-zero row) and `q = round(x / scale)`, in `-127..=127`.
-pub fn quantize_rows(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
+/// The stored int8 weights: symmetric per-row int8 of row-major `[rows, cols]` values,
+/// `scale = max|row| / 127` (1 for an all-zero row, so that every stored scale divides) and
+/// `q = round(x / scale)` (halves away from zero), in `-127..=127`. Not st5-int8's
+/// `quantize_rows`, which quantizes activations at run time to the kernels' 7 or 8 bits (ties to
+/// even, which vectorises, and scale 0 for a zero row, whose outputs are then exactly 0): these
+/// codes are written to files, and every int8 model st5 has written holds them, bit for bit.
+pub fn quantize_weight_rows(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
     let mut q = Vec::with_capacity(values.len());
     let mut scales = Vec::with_capacity(values.len() / cols.max(1));
     for row in values.chunks(cols.max(1)) {
@@ -140,7 +144,7 @@ mod tests {
             -3.0, 2.9, 0.01, -0.01, 1.5, // max 3, negative extreme
             1e-8, -2e-8, 0.0, 3e-8, 5e-9, // tiny
         ];
-        let (q, s) = quantize_rows(&values, cols);
+        let (q, s) = quantize_weight_rows(&values, cols);
         assert_eq!(s.len(), 4);
         assert_eq!(s[0], 1.0);
         assert!(q.iter().all(|&v| v >= -127));

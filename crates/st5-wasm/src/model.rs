@@ -204,6 +204,22 @@ impl Model {
         self.embedder.variant().to_string()
     }
 
+    /// This model's identity as an index file records it (`st5_format::fingerprint::
+    /// index_identity`, as `st5 index build` computes it): `weights` is the weights
+    /// fingerprint over `weightFiles`, `promptHash` the SHA-256 (hex) of the soft prompt file,
+    /// if one is set.
+    #[wasm_bindgen(js_name = indexIdentity)]
+    pub fn index_identity(&self, weights: &str, prompt_hash: Option<String>) -> String {
+        let extras: Vec<(&str, &str)> =
+            prompt_hash.as_deref().map(|h| ("prompt", h)).into_iter().collect();
+        st5_core::fingerprint::index_identity(
+            weights,
+            self.embedder.variant(),
+            self.embedder.layout().max_seq_length,
+            &extras,
+        )
+    }
+
     /// Batches `embed` would run for `texts` (text indices), after splitting to the device's
     /// buffer limit.
     #[wasm_bindgen(js_name = planBatches)]
