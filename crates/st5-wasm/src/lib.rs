@@ -4,8 +4,9 @@
 //! back to the CPU). Errors become `JsError` here, once.
 //!
 //! One module per exported class: `planner` (`FilePlanner`), `model` (`Model`), `index`
-//! (`Index`) and `index_file` (the index file's reader and writer pieces); beside them `panic` (the start hook, `takePanic`, `panicForTest`), `device` (the
-//! `device` option to a device) and `js` (errors and options at the JS boundary).
+//! (`Index`) and `index_file` (the index file's reader and writer pieces); beside them `panic`
+//! (the start hook, `takePanic`, `panicForTest`), `device` (the `device` option to a device) and
+//! `js` (errors and options at the JS boundary).
 
 mod device;
 mod heap;
