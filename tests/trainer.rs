@@ -601,7 +601,7 @@ fn distill_stage_learns_the_teacher() {
 #[test]
 fn encdec_first_trains_and_loads_back_identically() {
     use burn::module::Module;
-    use st5_core::transfer::{embed_ids, to_host};
+    use st5_core::transfer::to_host;
     use st5_core::{Embedder, LoadOptions, Variant};
     let dir = scratch_dir("tiny-encdec");
     let config = tiny_config(
@@ -626,7 +626,7 @@ fn encdec_first_trains_and_loads_back_identically() {
     let from_disk = loaded.embed(&texts).unwrap();
     let ids = loaded.tokenizer().encode_batch(&texts).unwrap();
     let seqs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-    let in_memory = to_host(embed_ids(&run.model.valid(), &seqs, &Device::flex()).try_into_data());
+    let in_memory = to_host(run.model.valid().embed_ids(&seqs, &Device::flex()).try_into_data());
     assert_eq!(from_disk.data, in_memory.unwrap(), "saved EncDec model embeds differently");
 
     // The decoder was trained and saved: its weights moved away from the starting fixture's.
@@ -652,7 +652,7 @@ fn prompt_run_tunes_only_the_prompt_and_resumes_exactly() {
     use burn::module::Module;
     use st5_core::fingerprint::weights_fingerprint;
     use st5_core::prompt::Prompt;
-    use st5_core::transfer::{embed_ids, to_host};
+    use st5_core::transfer::to_host;
     use st5_core::{Embedder, LoadOptions};
     use st5_trainer::config::TrainConfig;
     use st5_trainer::run::{Event, Run};
@@ -728,7 +728,7 @@ fn prompt_run_tunes_only_the_prompt_and_resumes_exactly() {
     let ids = loaded.tokenizer().encode_batch(&texts).unwrap();
     let seqs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
     let in_memory =
-        to_host(embed_ids(&straight.model.valid(), &seqs, &Device::flex()).try_into_data());
+        to_host(straight.model.valid().embed_ids(&seqs, &Device::flex()).try_into_data());
     assert_eq!(prompted.data, in_memory.unwrap());
     assert!(worst_abs(&prompted.data, &plain.data) > 1e-3, "the prompt changed nothing");
 

@@ -9,7 +9,7 @@ use burn::module::Module;
 use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::{Device, Tensor, TensorData};
 use st5_core::SentenceModel;
-use st5_core::transfer::{embed_ids, scalar};
+use st5_core::transfer::scalar;
 // Rows scaled to unit length: the model's own normaliser, as in the contrastive loss.
 use st5_core::ops::l2_normalize as unit;
 
@@ -63,13 +63,13 @@ pub fn gradients(
     let all = batch.all();
     let (b, negatives) = (batch.len(), !batch.negatives.is_empty());
     let Some(chunk) = chunk.filter(|&c| c < all.len()) else {
-        let value = loss_of(loss, embed_ids(model, &all, device), b, negatives);
+        let value = loss_of(loss, model.embed_ids(&all, device), b, negatives);
         let grads = GradientsParams::from_grads(value.backward(), model);
         return (scalar(value), grads);
     };
     // 1. Embeddings without a graph, chunk by chunk, on the inner (plain) device.
     let frozen = model.valid();
-    let pieces: Vec<Tensor<2>> = all.chunks(chunk).map(|c| embed_ids(&frozen, c, base)).collect();
+    let pieces: Vec<Tensor<2>> = all.chunks(chunk).map(|c| frozen.embed_ids(c, base)).collect();
     // 2. The loss and its gradient with respect to the embeddings.
     let emb = Tensor::cat(pieces, 0).autodiff().require_grad();
     let value = loss_of(loss, emb.clone(), b, negatives);
@@ -90,7 +90,7 @@ fn backprop_chunks(
 ) -> GradientsParams {
     let mut acc = GradientsAccumulator::<SentenceModel>::new();
     for (i, c) in all.chunks(chunk).enumerate() {
-        let e = embed_ids(model, c, device);
+        let e = model.embed_ids(c, device);
         let g = cached.clone().slice([i * chunk..i * chunk + c.len()]).autodiff();
         let surrogate = e.mul(g).sum();
         acc.accumulate(model, GradientsParams::from_grads(surrogate.backward(), model));
@@ -114,7 +114,7 @@ pub fn distill_gradients(
 ) -> (f32, GradientsParams) {
     let device = &base.clone().autodiff();
     let seqs: Vec<&[u32]> = texts.iter().map(Vec::as_slice).collect();
-    let emb = embed_ids(model, &seqs, device);
+    let emb = model.embed_ids(&seqs, device);
     let [b, dim] = emb.dims();
     let target = Tensor::<2>::from_data(TensorData::new(targets.to_vec(), [b, dim]), device);
     let mut value = emb.clone().sub(target.clone()).square().mean();
@@ -166,7 +166,7 @@ pub fn gathered_gradients(
     // are not embedded twice.
     let (mine, graph) = match chunk {
         None => {
-            let e = embed_ids(model, &all, device);
+            let e = model.embed_ids(&all, device);
             (st5_core::transfer::to_host(e.clone().inner().try_into_data())?, Some(e))
         }
         Some(c) => {
@@ -174,7 +174,7 @@ pub fn gathered_gradients(
             let mut mine = Vec::new();
             for piece in all.chunks(c) {
                 mine.extend(st5_core::transfer::to_host(
-                    embed_ids(&frozen, piece, base).try_into_data(),
+                    frozen.embed_ids(piece, base).try_into_data(),
                 )?);
             }
             (mine, None)

@@ -1,5 +1,6 @@
 //! Calibration for the CPU's int8 compute: each Linear layer's input, its largest magnitude per
-//! channel, recorded while the f32 model embeds a few sentences ([`record`]). `st5 quantize
+//! channel, recorded while the f32 model embeds a few sentences ([`record`], which
+//! `SentenceModel::calibrate` runs; the model calls [`observe`] in each Linear). `st5 quantize
 //! --dtype int8` stores it beside each int8 weight (st5-format's `quant::input_absmax_name`),
 //! and the int8 Linear multiplies the channels far above the others in f32 (the `int8` module
 //! says why).
@@ -14,12 +15,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use burn::module::ParamId;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 
-use crate::error::Result;
-use crate::model::SentenceModel;
-use crate::tokenizer::T5Tokenizer;
-use crate::transfer::{embed_ids, to_host};
+use crate::transfer::to_host;
 
 /// The built-in calibration sentences, one a line.
 pub const SENTENCES: &str = include_str!("calibration.txt");
@@ -35,24 +33,6 @@ pub type InputAbsmax = HashMap<ParamId, Vec<f32>>;
 
 thread_local! {
     static RECORDING: RefCell<Option<InputAbsmax>> = const { RefCell::new(None) };
-}
-
-/// The input statistic of every f32 Linear layer of `model` (on `device`) over `texts`, tokenized
-/// by `tokenizer` and run in batches of 32: what `st5 quantize` and the trainer's int8 save store.
-pub fn calibrate(
-    model: &SentenceModel,
-    tokenizer: &T5Tokenizer,
-    texts: &[&str],
-    device: &Device,
-) -> Result<InputAbsmax> {
-    let ids = tokenizer.encode_batch(texts)?;
-    let (_, stats) = record(|| {
-        for batch in ids.chunks(32) {
-            let seqs: Vec<&[u32]> = batch.iter().map(Vec::as_slice).collect();
-            embed_ids(model, &seqs, device);
-        }
-    });
-    Ok(stats)
 }
 
 /// Runs `f` and returns, beside its result, the input statistic of every f32 Linear layer that

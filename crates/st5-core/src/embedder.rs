@@ -15,7 +15,7 @@ use crate::loader::{Loaded, load, load_dir};
 use crate::model::SentenceModel;
 use crate::prompt::Prompt;
 use crate::tokenizer::T5Tokenizer;
-use crate::transfer::{embed_ids, to_host, upload_ids};
+use crate::transfer::{to_host, upload_ids};
 use crate::weights::LoadReport;
 use st5_format::Error as FormatError;
 use st5_format::variant::Variant;
@@ -247,7 +247,7 @@ impl Embedder {
     /// Forward pass over the texts `batch` (indices into `ids`): `[batch.len(), dim]` on the device.
     fn run(&self, ids: &[Vec<u32>], batch: &[usize]) -> Tensor<2> {
         let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-        embed_ids(&self.model, &seqs, &self.device)
+        self.model.embed_ids(&seqs, &self.device)
     }
 
     /// Token ids of each text, checked against the model's vocabulary.

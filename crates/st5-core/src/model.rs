@@ -4,7 +4,7 @@
 //! projections and L2 normalisation, all on the device.
 
 use burn::module::{Module, Param};
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::config::ModelConfig;
 use crate::layout::{DenseActivation, DenseSpec};
@@ -105,6 +105,33 @@ impl SentenceModel {
         let int8: usize =
             self.int8_matrices().filter(|m| seen.insert(m.id())).map(|m| m.bytes()).sum();
         4 * self.num_params() + int8
+    }
+
+    /// The input statistic of every f32 Linear layer over `texts`, tokenized by `tokenizer` and
+    /// run on `device` in batches of 32 (`calibration::record`): what `st5 quantize` and the
+    /// trainer's int8 save store beside each int8 weight.
+    pub fn calibrate(
+        &self,
+        tokenizer: &crate::tokenizer::T5Tokenizer,
+        texts: &[&str],
+        device: &Device,
+    ) -> crate::error::Result<crate::calibration::InputAbsmax> {
+        let ids = tokenizer.encode_batch(texts)?;
+        let (_, stats) = crate::calibration::record(|| {
+            for batch in ids.chunks(32) {
+                let seqs: Vec<&[u32]> = batch.iter().map(Vec::as_slice).collect();
+                self.embed_ids(&seqs, device);
+            }
+        });
+        Ok(stats)
+    }
+
+    /// Sentence embeddings `[seqs.len(), dim]` of token-id sequences, padded and uploaded to
+    /// `device` (`transfer::upload_ids`) and left there (recording a graph when `device` is an
+    /// autodiff device): the one path from token ids to embeddings.
+    pub fn embed_ids(&self, seqs: &[&[u32]], device: &Device) -> Tensor<2> {
+        let (ids, mask) = crate::transfer::upload_ids(seqs, device);
+        self.forward(ids, mask)
     }
 
     /// `ids`: `[batch, seq]`; `mask`: `[batch, seq]`, 1.0 for tokens and 0.0 for padding.

@@ -411,7 +411,7 @@ pub fn convert(
                 Some(texts) => texts.iter().map(String::as_str).collect(),
                 None => calibration::sentences(),
             };
-            Some(calibration::calibrate(&loaded.model, &loaded.tokenizer, &texts, &device)?)
+            Some(loaded.model.calibrate(&loaded.tokenizer, &texts, &device)?)
         }
         WeightDtype::F32 | WeightDtype::F16 => None,
     };

@@ -1,14 +1,14 @@
-//! Transfers between the host and the device: the one path from token ids to embeddings on a
-//! device and back to the host. Every caller that runs the model on token ids (the embedder, the
-//! trainer's step and its dev evaluation) pads and uploads them here, and every result that comes
-//! back to the host (embeddings, scores, losses, index codes, saved weights) is read back by
-//! [`to_host`].
+//! Transfers between the host and the device, below the model: token ids padded and uploaded
+//! ([`upload_ids`], which `SentenceModel::embed_ids` runs for every caller of the model on token
+//! ids: the embedder, the trainer's step and its dev evaluation), and every result that comes
+//! back to the host (embeddings, scores, losses, index codes, saved weights) read back by
+//! [`to_host`]. It imports nothing of the model, so the int8 weights and the index read back
+//! through it without depending on the model.
 
 use burn::tensor::{Device, Element, Int, Tensor, TensorData};
 
 use crate::batch::pad;
 use crate::error::{Error, Result};
-use crate::model::SentenceModel;
 use crate::tokenizer::PAD_ID;
 
 /// Pads `seqs` on the right to the longest and uploads ids `[batch, seq]` and mask
@@ -18,13 +18,6 @@ pub fn upload_ids(seqs: &[&[u32]], device: &Device) -> (Tensor<2, Int>, Tensor<2
     let ids = Tensor::<2, Int>::from_data(TensorData::new(b.ids, [b.batch, b.seq]), device);
     let mask = Tensor::<2>::from_data(TensorData::new(b.mask, [b.batch, b.seq]), device);
     (ids, mask)
-}
-
-/// Sentence embeddings `[seqs.len(), dim]` of token-id sequences, left on `device` (which
-/// records a graph when it is an autodiff device).
-pub fn embed_ids(model: &SentenceModel, seqs: &[&[u32]], device: &Device) -> Tensor<2> {
-    let (ids, mask) = upload_ids(seqs, device);
-    model.forward(ids, mask)
 }
 
 /// The values of a tensor read back to the host, as f32 whatever the device's float type.

@@ -6,8 +6,8 @@
 use core::arch::aarch64::*;
 use core::arch::asm;
 
-use crate::kernel::{Dot, tiles};
 use crate::quant::{QuantizedRows, Weights};
+use crate::tiles::{Dot, tiles};
 
 /// `sdot`: signed × signed bytes, four products added into each i32 lane without saturation,
 /// exact for any codes.

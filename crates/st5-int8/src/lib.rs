@@ -35,6 +35,13 @@
 
 mod kernel;
 mod quant;
+// The SIMD kernels' shared loop, where there is a SIMD kernel.
+#[cfg(any(
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    target_arch = "x86_64"
+))]
+mod tiles;
 
 #[cfg(target_arch = "aarch64")]
 mod arm;

@@ -7,8 +7,8 @@
 
 use core::arch::wasm32::*;
 
-use crate::kernel::{Dot, tiles};
 use crate::quant::{QuantizedRows, Weights};
+use crate::tiles::{Dot, tiles};
 
 /// The lane sums of four i32x4 vectors `[a, b, c, d]`: interleaved and added twice (a 4 × 4
 /// transpose folded into the additions), six shuffles and three adds for four sums.

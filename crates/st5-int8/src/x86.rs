@@ -6,8 +6,8 @@
 
 use core::arch::x86_64::*;
 
-use crate::kernel::{Dot, tiles};
 use crate::quant::{QuantizedRows, Weights};
+use crate::tiles::{Dot, tiles};
 
 /// The lanes of an i32x8 summed (wrapping, as every step before).
 /// The lane sums of four i32x8 vectors `[a, b, c, d]`: three horizontal adds leave each 128-bit

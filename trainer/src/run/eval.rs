@@ -4,7 +4,7 @@
 use burn::module::Module;
 use st5_core::DEFAULT_BATCH_SIZE;
 use st5_core::tokenizer::T5Tokenizer;
-use st5_core::transfer::{embed_ids, to_host};
+use st5_core::transfer::to_host;
 
 use super::Run;
 use crate::config::TrainConfig;
@@ -39,7 +39,7 @@ impl Run {
         let mut emb = Vec::new();
         for chunk in self.dev.ids.chunks(DEFAULT_BATCH_SIZE) {
             let seqs: Vec<&[u32]> = chunk.iter().map(Vec::as_slice).collect();
-            emb.extend(to_host(embed_ids(&frozen, &seqs, &self.base).try_into_data())?);
+            emb.extend(to_host(frozen.embed_ids(&seqs, &self.base).try_into_data())?);
         }
         let dim = emb.len() / self.dev.ids.len().max(1);
         let rows: Vec<&[f32]> = emb.chunks(dim.max(1)).collect();

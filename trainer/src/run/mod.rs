@@ -96,12 +96,9 @@ impl Run {
         let model = self.model.valid();
         // An int8 model is calibrated as `st5 quantize` calibrates one (st5-core's calibration).
         let input_absmax = match dtype {
-            WeightDtype::Int8 => Some(calibration::calibrate(
-                &model,
-                &self.tokenizer,
-                &calibration::sentences(),
-                &self.base,
-            )?),
+            WeightDtype::Int8 => {
+                Some(model.calibrate(&self.tokenizer, &calibration::sentences(), &self.base)?)
+            }
             WeightDtype::F32 | WeightDtype::F16 => None,
         };
         let options = SaveOptions {
