@@ -8,7 +8,8 @@ import { fetchModelFiles, memoryFiles } from './files.js';
 import { absoluteUrl, canStartWorkers, cores, fetchUrl, isDirectory } from './host.js';
 import { Model, applyPrompt, loadInner } from './model.js';
 import { PoolModel, defaultThreads } from './pool.js';
-import { combineHashes, fileHashes, glue, sha256, wasm } from './runtime.js';
+import { combineHashes, fileHashes, sha256 } from './hashes.js';
+import { glue, wasm } from './runtime.js';
 import { startWorker } from './worker-client.js';
 
 const isUrl = (s) => typeof s === 'string' || s instanceof URL;

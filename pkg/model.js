@@ -3,7 +3,8 @@
 // a trap. load.js makes one.
 
 import { noteWebgpuFailed } from './devices.js';
-import { CallQueue, PANIC_FOR_TEST, generation, glue, guard, rows } from './runtime.js';
+import { CallQueue, PANIC_FOR_TEST, rows } from './facts.js';
+import { generation, glue, guard } from './runtime.js';
 
 /** The wasm core's `Model.load`, on the live instance (`wasm()` must have resolved). */
 export const loadInner = (files, options, label) => guard('load', () => glue().Model.load(files, options, label));

@@ -24,7 +24,7 @@
 // batches are coarse (tens of ms each), so message passing costs little. The price is memory:
 // each worker holds its own copy of the weights, which `defaultThreads` caps.
 
-import { CallQueue, PANIC_FOR_TEST, defineFacts, rows } from './runtime.js';
+import { CallQueue, PANIC_FOR_TEST, defineFacts, rows } from './facts.js';
 
 // The workers' copies of the weights by default, in bytes (the page's own copy not counted).
 const WORKER_WEIGHT_BUDGET = 1 << 30;

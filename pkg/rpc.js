@@ -63,6 +63,10 @@ export class RpcClient {
   }
 }
 
+/** The worker's side of a notice (progress, a warning): a message without an id, which the
+ * client hands to its `onNotice`. */
+export const notify = (data) => self.postMessage(data);
+
 /**
  * The worker's side: answers each request with `await ops[op](request)`, or with the error it
  * threw. With `inOrder`, a request starts only once the one before it has been answered (for ops

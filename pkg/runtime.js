@@ -98,10 +98,6 @@ export function glue() {
 /** Bytes of the live instance's wasm memory (for the memory tests and benchmarks). */
 export const wasmMemoryBytes = () => exports?.memory.buffer.byteLength ?? 0;
 
-/** The key of each model's test-only method that makes the wasm core panic (a symbol, so it is
- * not part of the declared interface). */
-export const PANIC_FOR_TEST = Symbol.for('st5.panicForTest');
-
 /** Changes when an instance traps: wasm objects made before the change died with it. */
 export const generation = () => traps;
 
@@ -130,85 +126,4 @@ export async function guard(call, run) {
     const message = `st5: internal error in ${call}: ${panic ?? err.message}`;
     return Promise.reject(Object.assign(new Error(message, { cause: err }), { code: 'internal', call }));
   }
-}
-
-/** What every model object reports, whichever runs it: model.js's `Model`, its Worker proxy
- * (worker-client.js) and the CPU pool (pool.js). */
-export const MODEL_FACTS = [
-  'device',
-  'dim',
-  'maxSeqLength',
-  'variant',
-  'fingerprint',
-  'legacyFingerprint',
-  'arithmetic',
-  'weightBytes',
-];
-
-/**
- * Defines read-only getters `names` on class `cls`, each reading that property of `source(this)`
- * (call it from the class's static block, where `source` may read private fields).
- */
-export function defineFacts(cls, source, names = MODEL_FACTS) {
-  for (const name of names) {
-    Object.defineProperty(cls.prototype, name, {
-      get() {
-        return source(this)[name];
-      },
-      configurable: true,
-    });
-  }
-}
-
-/** `embed`'s argument check: a rejected promise unless `texts` is an array of strings. */
-export function rejectUnlessTexts(texts) {
-  const ok = Array.isArray(texts) && texts.every((t) => typeof t === 'string');
-  return ok ? null : Promise.reject(new TypeError('st5: embed() takes an array of strings'));
-}
-
-/** One model's `embed` calls, run one after another; each gets its own result or error. */
-export class CallQueue {
-  #tail = Promise.resolve();
-
-  /** Queues `run(texts)` after every call so far; rejects a non-array-of-strings at once. */
-  embed(texts, run) {
-    const rejected = rejectUnlessTexts(texts);
-    if (rejected) return rejected;
-    const call = this.#tail.then(() => run(texts));
-    this.#tail = call.catch(() => {});
-    return call;
-  }
-
-  /** Resolves once every call queued so far has settled. */
-  idle() {
-    return this.#tail;
-  }
-}
-
-/** Views of each row of a row-major `[n, dim]` array. */
-export function rows(flat, n) {
-  const dim = n ? flat.length / n : 0;
-  return Array.from({ length: n }, (_, i) => flat.subarray(i * dim, (i + 1) * dim));
-}
-
-/** Hex SHA-256 of bytes (Web Crypto: secure contexts, which WebGPU needs anyway). */
-export async function sha256(bytes) {
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
-}
-
-/** The SHA-256 (hex) of each file, by name. */
-export async function fileHashes(files) {
-  const hashes = new Map();
-  for (const name of [...files.keys()].sort()) hashes.set(name, await sha256(files.get(name)));
-  return hashes;
-}
-
-/** SHA-256 of the lines `name:hash` of `names`, in name order. Over the weight files the wasm
- * model reports it is the weights fingerprint, which a soft prompt names and a model's index
- * identity starts with (st5_format::fingerprint computes the same natively); over every file,
- * the identity the old ST5IDX1 index files recorded. */
-export function combineHashes(hashes, names = [...hashes.keys()]) {
-  const lines = [...names].sort().map((name) => `${name}:${hashes.get(name)}`);
-  return sha256(new TextEncoder().encode(lines.join('\n')));
 }

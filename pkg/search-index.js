@@ -11,7 +11,8 @@
 
 import { chooseDevice } from './devices.js';
 import { absoluteUrl, fetchUrl } from './host.js';
-import { generation, glue, guard, sha256, wasm } from './runtime.js';
+import { sha256 } from './hashes.js';
+import { generation, glue, guard, wasm } from './runtime.js';
 import { createRowStore, opfsAvailable } from './row-store.js';
 
 const DB = 'st5-index';

@@ -4,7 +4,8 @@
 // them.
 
 import { inNode, nodeWorker } from './host.js';
-import { MODEL_FACTS, PANIC_FOR_TEST, defineFacts, rejectUnlessTexts, rows, wasmModule } from './runtime.js';
+import { MODEL_FACTS, PANIC_FOR_TEST, defineFacts, rejectUnlessTexts, rows } from './facts.js';
+import { wasmModule } from './runtime.js';
 import { RpcClient } from './rpc.js';
 
 /** Starts a worker (worker.js) and loads `source` there with `options` (`load`'s); resolves

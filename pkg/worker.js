@@ -3,8 +3,9 @@
 // order too.
 
 import { loadKnowing } from './load.js';
-import { MODEL_FACTS, PANIC_FOR_TEST, useModule } from './runtime.js';
-import { serve, transfer } from './rpc.js';
+import { MODEL_FACTS, PANIC_FOR_TEST } from './facts.js';
+import { useModule } from './runtime.js';
+import { notify, serve, transfer } from './rpc.js';
 
 let model = null;
 
@@ -15,13 +16,13 @@ const state = () => Object.fromEntries([...MODEL_FACTS, 'threads', 'maxThreads']
 const warn = console.warn.bind(console);
 console.warn = (...args) => {
   warn(...args);
-  self.postMessage({ warn: args.map(String).join(' ') });
+  notify({ warn: args.map(String).join(' ') });
 };
 
 serve({
   async load({ source, options, hashes, module }) {
     useModule(module);
-    const onProgress = (progress) => self.postMessage({ progress });
+    const onProgress = (progress) => notify({ progress });
     model = await loadKnowing(source, { ...options, onProgress }, hashes);
     return state();
   },
