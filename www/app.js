@@ -172,7 +172,7 @@ $('index-button').addEventListener('click', async () => {
 $('export-button').addEventListener('click', async () => {
   const a = document.createElement('a');
   a.href = URL.createObjectURL(await index.export());
-  a.download = 'corpus.st5idx';
+  a.download = 'corpus.st5index';
   a.click();
   URL.revokeObjectURL(a.href);
 });
