@@ -33,6 +33,10 @@ const blobBytes = async (blob, start, end) => new Uint8Array(await blob.slice(st
 function* chunks(bytes) {
   for (let at = 0; at < bytes.length; at += CHUNK) yield bytes.subarray(at, at + CHUNK);
 }
+/** Appends `items` to `array` in slices: a spread of a million arguments overflows the stack. */
+function appendAll(array, items) {
+  for (let at = 0; at < items.length; at += 8192) array.push(...items.slice(at, at + 8192));
+}
 const invalid = (message) => Object.assign(new Error(message), { code: 'model' });
 /** Rethrows a wasm error (st5-format's name the file: "index file NAME: ...") as the package's
  * errors read: starting with st5:. */
@@ -149,7 +153,7 @@ export class SearchIndex {
     // out (an f32 index of a million 384-wide vectors on the CPU) traps the module.
     await guard('SearchIndex.addVectors', () => {
       this.#index.add(vectors);
-      this.texts.push(...texts);
+      appendAll(this.texts, texts);
     });
     this.#index.releaseMemory();
     await this.#rows?.append(vectors);
@@ -272,7 +276,7 @@ export class SearchIndex {
     await guard('importIndex', () => {
       this.#index.addCodes(codes.words, codes.scales);
       this.#index.releaseMemory();
-      this.texts.push(...texts);
+      appendAll(this.texts, texts);
     });
     for await (const piece of vectors()) await this.#rows.append(piece);
   }
@@ -417,16 +421,26 @@ async function indexBlob(source, onProgress) {
   const response = await fetchUrl(url);
   if (!response.ok) throw invalid(`st5: index file ${url}: HTTP ${response.status}`);
   const total = Number(response.headers.get('content-length')) || null;
-  const parts = [];
+  // Chunks are gathered into a Blob every CHUNK bytes, which the browser keeps (on disk for a
+  // large one), so that a file of gigabytes never sits in the page's memory as chunks.
+  const blobs = [];
+  let parts = [];
+  let pending = 0;
   let loaded = 0;
   for (const reader = response.body.getReader(); ;) {
     const { done, value } = await reader.read();
     if (done) break;
     parts.push(value);
+    pending += value.length;
     loaded += value.length;
+    if (pending >= CHUNK) {
+      blobs.push(new Blob(parts));
+      parts = [];
+      pending = 0;
+    }
     onProgress?.({ stage: 'download', loaded, total });
   }
-  return { blob: new Blob(parts), name: String(url) };
+  return { blob: new Blob([...blobs, ...parts]), name: String(url) };
 }
 
 /**

@@ -29,7 +29,12 @@ if (!arg('--file') || !arg('--model')) {
   console.error('usage: bench-index-file.mjs --file F.st5index --model DIR [--corpus TXT] [--sample N]');
   process.exit(2);
 }
+// The page gets the sample and the query texts only, not the corpus.
 const texts = corpus ? readFileSync(corpus, 'utf8').split('\n').filter(Boolean) : [];
+const docs = [
+  ...texts.slice(0, sample),
+  ...Array.from({ length: queries }, (_, q) => texts[(q * 7919) % texts.length]),
+];
 
 const server = await serve({ ...DEMO_ROUTES, '/file/': dirname(file), '/model/': model });
 // A persistent profile, as a visitor's browser has: an incognito context's storage quota is too
@@ -56,7 +61,7 @@ const r = await page.evaluate(
     let first;
     for (let q = 0; q < queries; q++) {
       const t = performance.now();
-      const { hits } = await index.search(docs[(q * 7919) % docs.length] ?? `query ${q}`, 10);
+      const { hits } = await index.search(docs[sample + q] ?? `query ${q}`, 10);
       ms.push(performance.now() - t);
       first ??= hits[0];
     }
@@ -86,7 +91,7 @@ const r = await page.evaluate(
     await m.dispose();
     return out;
   },
-  { url: `/file/${basename(file)}`, queries, sample, device, docs: texts },
+  { url: `/file/${basename(file)}`, queries, sample, device, docs },
 );
 const bytes = statSync(file).size;
 const s = (ms) => (ms / 1000).toFixed(2);
