@@ -64,7 +64,8 @@ pub fn st5_mini() -> PathBuf {
 
 /// The models under `models/`, each checked against `tests/fixtures/<name>-expected.json`
 /// (`make_fixtures.py --shipped`).
-pub const SHIPPED: [&str; 4] = ["all-minilm-l6-v2-nli", "all-minilm-l6-v2", "st5-small", "st5-mini"];
+pub const SHIPPED: [&str; 4] =
+    ["all-minilm-l6-v2-nli", "all-minilm-l6-v2", "st5-small", "st5-mini"];
 
 pub fn expected(model: &str) -> Expected {
     expected_file(&fixture(model).join("expected.json"))
