@@ -112,7 +112,7 @@ pub fn load(files: &impl ModelFiles, options: &LoadOptions, device: &Device) -> 
         .into());
     }
     let ckpt = Rc::new(Checkpoint::open(files, &layout.transformer)?);
-    if variant.needs_decoder() && !ckpt.names().any(|n| n.contains("decoder.block.0.")) {
+    if variant.needs_decoder() && !crate::names::has_decoder(ckpt.names()) {
         return Err(FormatError::layout(
             &layout.transformer_dir,
             "variant encdec-first needs the T5 decoder weights (decoder.block.*), but this checkpoint holds an \

@@ -19,7 +19,7 @@ use crate::files::{ModelFiles, join};
 use crate::layout::{DenseActivation, ENCDEC_POOLING_MODE};
 use crate::loader::{LoadOptions, load};
 use crate::model::SentenceModel;
-use crate::names::checkpoint_name;
+use crate::names::{self, checkpoint_name};
 use crate::quant::{
     WeightDtype, input_absmax_name, is_quantized, quantization_config, quantize_weight_rows,
     scale_name,
@@ -242,13 +242,10 @@ pub fn save_sentence_transformers(
     // EncDec run has moved them apart, the decoder's is kept under its own name, which the loader
     // prefers to the shared one (names::TIED), so the model loads back as it was trained.
     if let Some(embed) = decoder_embed
-        && t5.get("shared.weight") != Some(&embed)
+        && t5.get(names::SHARED) != Some(&embed)
     {
-        let name = if t5.contains_key("shared.weight") {
-            "decoder.embed_tokens.weight"
-        } else {
-            "shared.weight"
-        };
+        let name =
+            if t5.contains_key(names::SHARED) { names::DECODER_EMBEDDING } else { names::SHARED };
         t5.insert(name.to_string(), embed);
     }
 

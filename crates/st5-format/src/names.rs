@@ -33,6 +33,16 @@ pub const TIED: [(&str, &str); 2] = [
     ("decoder.embed_tokens.weight", "shared.weight"),
 ];
 
+/// The tied token table's stored name, which saving writes the encoder's table under.
+pub const SHARED: &str = TIED[0].1;
+/// The decoder's own token table, written when an EncDec run moved it apart from the encoder's.
+pub const DECODER_EMBEDDING: &str = TIED[1].0;
+
+/// Whether a checkpoint whose tensor names are `names` holds a T5 decoder (its first block).
+pub fn has_decoder<'a>(mut names: impl Iterator<Item = &'a str>) -> bool {
+    names.any(|n| n.contains("decoder.block.0."))
+}
+
 /// Fields named otherwise than the checkpoint's module, because the checkpoint's name is a Rust
 /// keyword: (field, checkpoint name). BERT's `attention.self`.
 pub const FIELDS: [(&str, &str); 1] = [("self_", "self")];
@@ -110,6 +120,20 @@ pub fn checkpoint_name(path: &str, rank: usize) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn has_decoder_looks_for_the_first_decoder_block() {
+        let cases: [(&[&str], bool); 4] = [
+            (&["shared.weight", "encoder.block.0.layer.0.SelfAttention.q.weight"], false),
+            (&["decoder.block.0.layer.0.SelfAttention.q.weight"], true),
+            (&["model.decoder.block.0.layer.2.DenseReluDense.wo.weight"], true),
+            (&[], false),
+        ];
+        for (names, want) in cases {
+            assert_eq!(has_decoder(names.iter().copied()), want, "{names:?}");
+        }
+        assert_eq!((SHARED, DECODER_EMBEDDING), ("shared.weight", "decoder.embed_tokens.weight"));
+    }
 
     #[test]
     fn module_paths_map_to_checkpoint_names() {
