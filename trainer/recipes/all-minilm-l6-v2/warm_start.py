@@ -25,7 +25,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "st5-small-v2"))
 sys.path.insert(0, str(HERE.parent / "st5-small"))
-from fit import DATA, sample  # noqa: E402
+from fit import DATA, fit_split  # noqa: E402
 from genre import embed  # noqa: E402
 from teachers import minilm_dir  # noqa: E402
 
@@ -67,13 +67,7 @@ def main():
         with_dense(src, out, np.eye(384))
         (out / "aligned.txt").write_text("identity\n")
         return
-    counts = json.loads((DATA / "counts.json").read_text())
-    counts.pop("total")
-    texts = [json.loads(line)["text"] for line in open(DATA / "texts.jsonl")]
-    picks, _ = sample(counts, 300)
-    held = np.concatenate(list(picks.values()))
-    rows = np.setdiff1d(np.random.default_rng(1).choice(len(texts), args.fit, replace=False), held)
-    targets = np.load(DATA / args.targets, mmap_mode="r")
+    texts, rows, held, targets = fit_split(args.fit, args.targets)
     x = embed(str(src), [texts[i] for i in rows])
     # Ridge, not plain least squares: MiniLM's normalised embeddings have a direction of almost no
     # variance, and the plain solution put a singular value of 2.2e6 on it (the others ≤ 1.3), so

@@ -32,6 +32,19 @@ def sample(counts, per_source, seed=0):
     return picks, start
 
 
+def fit_split(fit, targets_name):
+    """The sentences a warm start fits a Dense on and those it is scored on: `held`, fit.py's
+    sample (300 a source), and `rows`, `fit` others drawn with seed 1 (minus the held ones);
+    with the sentences and the targets file `targets_name` (memory-mapped)."""
+    counts = json.loads((DATA / "counts.json").read_text())
+    counts.pop("total")
+    texts = [json.loads(line)["text"] for line in open(DATA / "texts.jsonl")]
+    picks, _ = sample(counts, 300)
+    held = np.concatenate(list(picks.values()))
+    rows = np.setdiff1d(np.random.default_rng(1).choice(len(texts), fit, replace=False), held)
+    return texts, rows, held, np.load(DATA / targets_name, mmap_mode="r")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+", help="st5 model directories")

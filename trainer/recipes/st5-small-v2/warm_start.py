@@ -22,7 +22,6 @@ Steps (the f32 copy is kept; the whole run is skipped once `aligned.txt` is writ
 Embeds with the `st5` CLI ($ST5, as `fit.py`); reads and writes the data directory $ST5_DATA.
 """
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-small"))
-from fit import DATA, ST5, sample  # noqa: E402
+from fit import DATA, ST5, fit_split  # noqa: E402
 from genre import embed  # noqa: E402
 from grow import grow  # noqa: E402
 
@@ -58,13 +57,7 @@ def main():
 
     from safetensors.numpy import load_file, save_file
 
-    counts = json.loads((DATA / "counts.json").read_text())
-    counts.pop("total")
-    texts = [json.loads(line)["text"] for line in open(DATA / "texts.jsonl")]
-    picks, _ = sample(counts, 300)
-    held = np.concatenate(list(picks.values()))
-    rows = np.setdiff1d(np.random.default_rng(1).choice(len(texts), args.fit, replace=False), held)
-    targets = np.load(DATA / args.targets, mmap_mode="r")
+    texts, rows, held, targets = fit_split(args.fit, args.targets)
     x = embed(str(out), [texts[i] for i in rows])
     m, *_ = np.linalg.lstsq(x, np.asarray(targets[rows]), rcond=None)
 
