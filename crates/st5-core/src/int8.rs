@@ -256,30 +256,33 @@ impl DeviceInt8 {
 /// `x · Wᵀ (+ bias)` with `W` int8: `x` `[..., d_in]` → `[..., d_out]`.
 ///
 /// On the CPU each row of `x` is quantized to [`ACT_BITS`] codes with its own scale, multiplied
-/// exactly in i32 and rescaled by both scales; natively the rows are split over rayon's threads
-/// (the pool flex's gemm runs on); in the browser each Worker runs one thread. On a GPU the
-/// product is f32 over the codes dequantized in registers ([`kernels::matmul_int8`]).
+/// exactly in i32 and rescaled by both scales, and the bias added in the same pass; natively the
+/// rows are split over rayon's threads (the pool flex's gemm runs on); in the browser each Worker
+/// runs one thread. On a GPU the product is f32 over the codes dequantized in registers
+/// ([`kernels::matmul_int8`]).
 pub fn linear<const D: usize>(x: Tensor<D>, w: &Int8Matrix, bias: Option<Tensor<1>>) -> Tensor<D> {
-    let n = w.rows();
-    let y = match w {
-        Int8Matrix::Host(host) => host_linears(x, &[host]).remove(0),
-        Int8Matrix::Device(d) => kernels::matmul_int8(&x, &d.words, &d.scales)
-            .unwrap_or_else(|| ops::linear_reference(x, d.fallback().transpose(), None)),
-    };
-    match bias {
-        Some(b) => y + b.reshape(bias_shape::<D>(n)),
-        None => y,
+    match w {
+        Int8Matrix::Host(host) => host_linears(x, &[host], &[bias.map(host_values)]).remove(0),
+        Int8Matrix::Device(d) => {
+            let y = kernels::matmul_int8(&x, &d.words, &d.scales)
+                .unwrap_or_else(|| ops::linear_reference(x, d.fallback().transpose(), None));
+            match bias {
+                Some(b) => y + b.reshape(bias_shape::<D>(w.rows())),
+                None => y,
+            }
+        }
     }
 }
 
-/// `x · Wᵢᵀ` for several int8 weights of one input width (self-attention's q, k and v, a gated
-/// FFN's two inputs), without bias: `x` `[..., d_in]` → `[..., d_outᵢ]`. On the CPU `x` is read
-/// back and quantized once for all of them (when they multiply the same channels in f32, as
+/// `x · Wᵢᵀ + bᵢ` for several int8 weights of one input width (self-attention's q, k and v, a
+/// gated FFN's two inputs): `x` `[..., d_in]` → `[..., d_outᵢ]`. On the CPU `x` is read back
+/// and quantized once for all of them (when they multiply the same channels in f32, as
 /// calibration on one input gives), where [`linear`] per weight would do both N times; on a GPU
 /// it is [`linear`] per weight.
 pub fn linears<const D: usize, const N: usize>(
     x: Tensor<D>,
     ws: [&Int8Matrix; N],
+    biases: [Option<Tensor<1>>; N],
 ) -> [Tensor<D>; N] {
     let host = ws.map(|w| match w {
         Int8Matrix::Host(host) => Some(&**host),
@@ -287,14 +290,27 @@ pub fn linears<const D: usize, const N: usize>(
     });
     match host.iter().copied().collect::<Option<Vec<_>>>() {
         Some(hs) if hs.windows(2).all(|p| p[0].channels == p[1].channels) => {
-            host_linears(x, &hs).try_into().expect("one output per weight")
+            let biases = biases.map(|b| b.map(host_values));
+            host_linears(x, &hs, &biases).try_into().expect("one output per weight")
         }
-        _ => ws.map(|w| linear(x.clone(), w, None)),
+        _ => {
+            let mut biases = biases.into_iter();
+            ws.map(|w| linear(x.clone(), w, biases.next().expect("one bias per weight")))
+        }
     }
 }
 
-/// [`linears`] (and [`linear`], without the bias) on the CPU.
-fn host_linears<const D: usize>(x: Tensor<D>, ws: &[&HostInt8]) -> Vec<Tensor<D>> {
+/// A CPU tensor's values.
+fn host_values(t: Tensor<1>) -> Vec<f32> {
+    to_host(t.try_into_data()).expect("a CPU tensor reads back")
+}
+
+/// [`linears`] on the CPU: `biases[i]` `[d_outᵢ]` where weight `i` has one.
+fn host_linears<const D: usize>(
+    x: Tensor<D>,
+    ws: &[&HostInt8],
+    biases: &[Option<Vec<f32>>],
+) -> Vec<Tensor<D>> {
     let device = x.device();
     let dims = x.dims();
     let k = dims[D - 1];
@@ -304,7 +320,7 @@ fn host_linears<const D: usize>(x: Tensor<D>, ws: &[&HostInt8]) -> Vec<Tensor<D>
     let values = to_host(x.try_into_data()).expect("a CPU tensor reads back");
     let mut outs: Vec<Vec<f32>> =
         ws.iter().map(|w| vec![0f32; values.len() / k * w.weights.rows()]).collect();
-    products(&values, ws, &mut outs);
+    products(&values, ws, biases, &mut outs);
     outs.into_iter()
         .zip(ws)
         .map(|(out, w)| {
@@ -322,10 +338,11 @@ fn bias_shape<const D: usize>(n: usize) -> [usize; D] {
     shape
 }
 
-/// `outs[i] = x · Wᵢᵀ` for row-major `x` `[m, k]` and `outs[i]` `[m, nᵢ]`: each block of rows
-/// is quantized once and multiplied by every weight. The weights multiply the same channels in
-/// f32 ([`linears`] checks): those are left out of the quantized rows and added in f32.
-fn products(x: &[f32], ws: &[&HostInt8], outs: &mut [Vec<f32>]) {
+/// `outs[i] = x · Wᵢᵀ + biases[i]` for row-major `x` `[m, k]` and `outs[i]` `[m, nᵢ]`: each
+/// block of rows is quantized once and multiplied by every weight. The weights multiply the same
+/// channels in f32 ([`linears`] checks): those are left out of the quantized rows and added in
+/// f32.
+fn products(x: &[f32], ws: &[&HostInt8], biases: &[Option<Vec<f32>>], outs: &mut [Vec<f32>]) {
     let Some(first) = ws.first() else { return };
     let (k, channels) = (first.weights.cols(), &first.channels);
     let block = |x: &[f32], outs: Vec<&mut [f32]>| {
@@ -340,9 +357,16 @@ fn products(x: &[f32], ws: &[&HostInt8], outs: &mut [Vec<f32>]) {
             }
             quantize_rows_asymmetric(&rest, k)
         };
-        for (w, out) in ws.iter().zip(outs) {
+        for ((w, bias), out) in ws.iter().zip(biases).zip(outs) {
             st5_int8::matmul(kernel(), &q, &w.weights, out);
             w.add_f32_channels(x, out);
+            if let Some(bias) = bias {
+                for row in out.chunks_exact_mut(bias.len()) {
+                    for (o, b) in row.iter_mut().zip(bias) {
+                        *o += b;
+                    }
+                }
+            }
         }
     };
     if x.is_empty() {
@@ -430,8 +454,8 @@ mod tests {
     }
 
     /// Several weights on one input (quantized once) give, bit for bit, what each weight gives
-    /// on its own, for row counts below and above the per-thread block and outputs of different
-    /// widths.
+    /// on its own, for row counts below and above the per-thread block, outputs of different
+    /// widths, with and without a bias.
     #[test]
     fn shared_input_equals_one_product_per_weight() {
         let device = Device::flex();
@@ -445,10 +469,14 @@ mod tests {
                     Int8Matrix::new(&codes, &scales, n, k, &device).unwrap()
                 })
                 .collect();
-            let shared = linears(x.clone(), [&ws[0], &ws[1], &ws[2]]);
-            for (w, got) in ws.iter().zip(shared) {
+            let bias = |n: usize| {
+                Some(Tensor::<1>::from_data(TensorData::new(values(n, 9), [n]), &device))
+            };
+            let biases = [None, bias(12), bias(7)];
+            let shared = linears(x.clone(), [&ws[0], &ws[1], &ws[2]], biases.clone());
+            for ((w, b), got) in ws.iter().zip(biases).zip(shared) {
                 assert_eq!(got.dims(), [m, w.rows()]);
-                let alone = to_host(linear(x.clone(), w, None).try_into_data()).unwrap();
+                let alone = to_host(linear(x.clone(), w, b).try_into_data()).unwrap();
                 assert!(to_host(got.try_into_data()).unwrap() == alone, "{m}x{k}x{}", w.rows());
             }
         }
@@ -554,7 +582,7 @@ mod tests {
             .collect();
         let calibrated: Vec<Int8Matrix> =
             ws.iter().map(|(w, _)| w.clone().with_input_absmax(Some(&absmax))).collect();
-        let shared = linears(x.clone(), [&calibrated[0], &calibrated[1]]);
+        let shared = linears(x.clone(), [&calibrated[0], &calibrated[1]], [None, None]);
         for (((plain, deq), w), got) in ws.iter().zip(&calibrated).zip(shared) {
             let n = w.rows();
             let Int8Matrix::Host(host) = w else { panic!("int8 on the CPU is kept on the host") };
@@ -603,7 +631,7 @@ mod tests {
         }
         // Different channels on one input: each weight runs alone, and still equals itself.
         let other = ws[1].0.clone().with_input_absmax(Some(&vec![1.0; k]));
-        let [a, b] = linears(x.clone(), [&calibrated[0], &other]);
+        let [a, b] = linears(x.clone(), [&calibrated[0], &other], [None, None]);
         let alone = |w: &Int8Matrix| to_host(linear(x.clone(), w, None).try_into_data()).unwrap();
         assert!(to_host(a.try_into_data()).unwrap() == alone(&calibrated[0]));
         assert!(to_host(b.try_into_data()).unwrap() == alone(&other));

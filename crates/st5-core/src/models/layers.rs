@@ -63,15 +63,18 @@ impl Linear {
     }
 
     /// One input through several layers: `[..., d_in]` → each layer's `[..., d_out]`. Where all
-    /// of them are int8 without a bias, [`int8::linears`] reads and quantizes the input once;
-    /// otherwise each layer's [`forward`](Self::forward).
+    /// of them are int8, [`int8::linears`] reads and quantizes the input once; otherwise each
+    /// layer's [`forward`](Self::forward).
     pub fn forward_shared<const D: usize, const N: usize>(
         layers: [&Linear; N],
         x: Tensor<D>,
     ) -> [Tensor<D>; N] {
-        let int8 = layers.map(|l| l.int8.as_ref().filter(|_| l.bias.is_none()));
-        match int8.iter().copied().collect::<Option<Vec<_>>>() {
-            Some(ws) => int8::linears(x, ws.try_into().expect("one matrix per layer")),
+        match layers.iter().map(|l| l.int8.as_ref()).collect::<Option<Vec<_>>>() {
+            Some(ws) => int8::linears(
+                x,
+                ws.try_into().expect("one matrix per layer"),
+                layers.map(|l| l.bias.as_ref().map(Param::val)),
+            ),
             None => layers.map(|l| l.forward(x.clone())),
         }
     }
