@@ -498,7 +498,7 @@ fn saved_model_loads_back_identically() {
         );
         // A save that fails part-way (here: its staging folder cannot be made, because a file
         // sits at that path) leaves the model already there as it was.
-        let staging = st5_core::save::staging_dir(&dir);
+        let staging = st5_core::atomic::temporary(&dir);
         std::fs::write(&staging, b"in the way").unwrap();
         let err = save_sentence_transformers(&model, &dir, &opts).unwrap_err().to_string();
         assert!(err.contains(".saving"), "{err}");

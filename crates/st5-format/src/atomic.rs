@@ -1,6 +1,7 @@
-//! Writing a file whole: a reader sees the old bytes or the new ones, never a part. The one
-//! helper behind every file st5 writes (a saved model's single files, an index, `st5 embed`'s
-//! output, `st5 eval`'s JSON, a trained soft prompt and its card).
+//! Writing a file or a directory whole: a reader sees the old contents or the new ones, never a
+//! part. The one helper behind every file st5 writes (an index, `st5 embed`'s output, `st5
+//! eval`'s JSON, a trained soft prompt and its card) and every directory ([`write_dir`]: a saved
+//! model, a trainer's checkpoint).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -43,6 +44,45 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     write_with(path, |w| w.write_all(bytes))
 }
 
+/// Writes the directory `dir` whole: `fill` writes its files into a staging directory
+/// ([`temporary`] of `dir`, with [`write_under`]), which then takes `dir`'s place. The old
+/// directory is moved aside first and removed only once the new one is in place. On failure the
+/// staging directory is removed and `dir` is left as it was.
+pub fn write_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let staging = temporary(dir);
+    let _ = std::fs::remove_dir_all(&staging);
+    let result = fill(&staging).and_then(|()| replace_dir(&staging, dir));
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    result
+}
+
+/// `bytes` as `dir/rel`, with the folders on the way: [`write_dir`]'s files.
+pub fn write_under(dir: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    std::fs::write(&path, bytes).map_err(|e| Error::Write { path, source: e })
+}
+
+/// Moves `staging` to `dir`, the old `dir` (if any) aside first as `.{name}.old`.
+fn replace_dir(staging: &Path, dir: &Path) -> Result<()> {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let old = dir.with_file_name(format!(".{name}.old"));
+    let had_old = dir.exists();
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+        std::fs::rename(dir, &old).map_err(|e| Error::io(dir, e))?;
+    }
+    std::fs::rename(staging, dir).map_err(|e| Error::io(dir, e))?;
+    if had_old {
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +111,32 @@ mod tests {
         let missing = dir.join("no/such/dir/out.bin");
         assert!(write(&missing, b"x").unwrap_err().to_string().contains("out.bin"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_directory_write_leaves_the_old_directory_and_no_staging() {
+        let root = std::env::temp_dir().join(format!("st5-atomic-dir-{}", std::process::id()));
+        let dir = root.join("model");
+        std::fs::create_dir_all(&root).unwrap();
+        let read = |rel: &str| std::fs::read(dir.join(rel)).ok();
+        // (what fill does, then whether it succeeds, then a.txt and b/c.txt afterwards)
+        type Fill = dyn Fn(&Path) -> Result<()>;
+        let cases: [(&Fill, bool, Option<&[u8]>, Option<&[u8]>); 3] = [
+            (&|d| write_under(d, "a.txt", b"one"), true, Some(b"one"), None),
+            (
+                &|d| write_under(d, "b/c.txt", b"x").and(Err(Error::Invalid("disk full".into()))),
+                false,
+                Some(b"one"),
+                None,
+            ),
+            (&|d| write_under(d, "b/c.txt", b"two"), true, None, Some(b"two")),
+        ];
+        for (fill, ok, a, c) in cases {
+            assert_eq!(write_dir(&dir, fill).is_ok(), ok);
+            assert_eq!((read("a.txt").as_deref(), read("b/c.txt").as_deref()), (a, c));
+            assert!(!temporary(&dir).exists());
+            assert!(!root.join(".model.old").exists());
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

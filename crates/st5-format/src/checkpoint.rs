@@ -1,7 +1,9 @@
-//! Checkpoint reading: the tensors of one or more safetensors files (single or sharded, as a
+//! Checkpoints: reading the tensors of one or more safetensors files (single or sharded, as a
 //! shard index lists them), kept as raw bytes until asked for and decoded to f32 then: F32,
-//! F16 and BF16 widened exactly, I8 dequantized with its per-row scale (quant.rs). Names are
-//! resolved through the one name table (names.rs). Building modules from them is weights.rs.
+//! F16 and BF16 widened exactly, I8 dequantized with its per-row scale (quant.rs); and writing
+//! one file ([`serialize`]) in f32, f16 or int8, which the reader reads back. Names are
+//! resolved through the one name table (names.rs). Building modules from them is st5-core's
+//! weights.rs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -12,7 +14,57 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::files::{FileBytes, ModelFiles, join};
 use crate::names::stored_names;
-use crate::quant::{dequantize_rows, input_absmax_name, scale_name};
+use crate::quant::{
+    WeightDtype, dequantize_rows, input_absmax_name, is_quantized, quantize_weight_rows, scale_name,
+};
+
+/// Tensors to write: checkpoint name → (shape, row-major f32 values).
+pub type Tensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+
+/// The safetensors file of `tensors` stored as `dtype` (`path` names it in an error): in int8,
+/// the tensors [`is_quantized`] picks become I8 plus an F32 `…_scale` `[rows, 1]` (and the F32
+/// `…_input_absmax` `[cols]` that `input_absmax` holds for them), and the rest f16.
+/// [`Checkpoint`] reads every such file back: f32 exactly, f16 to the nearest f16, int8 to
+/// within half a row's scale.
+pub fn serialize(
+    tensors: &Tensors,
+    input_absmax: &BTreeMap<String, Vec<f32>>,
+    dtype: WeightDtype,
+    path: &std::path::Path,
+) -> Result<Vec<u8>> {
+    // Each stored tensor's bytes, owned here so that the views below can borrow them.
+    let mut stored: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, (shape, values)) in tensors {
+        let (kind, bytes) = match dtype {
+            WeightDtype::F32 => (Dtype::F32, bytemuck::cast_slice(values).to_vec()),
+            WeightDtype::Int8 if is_quantized(name, shape.len()) => {
+                let (q, scales) = quantize_weight_rows(values, shape[1]);
+                let scale_bytes = bytemuck::cast_slice(&scales).to_vec();
+                stored.push((scale_name(name), Dtype::F32, vec![shape[0], 1], scale_bytes));
+                if let Some(absmax) = input_absmax.get(name).filter(|a| a.len() == shape[1]) {
+                    let bytes = bytemuck::cast_slice(absmax).to_vec();
+                    stored.push((input_absmax_name(name), Dtype::F32, vec![shape[1]], bytes));
+                }
+                (Dtype::I8, bytemuck::cast_slice(&q).to_vec())
+            }
+            // f16, and in int8 the tensors that stay floating point.
+            WeightDtype::F16 | WeightDtype::Int8 => (
+                Dtype::F16,
+                values.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect(),
+            ),
+        };
+        stored.push((name.clone(), kind, shape.clone(), bytes));
+    }
+    let mut views = Vec::with_capacity(stored.len());
+    for (name, dtype, shape, bytes) in &stored {
+        let view = safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes)
+            .map_err(|source| Error::Safetensors { path: path.to_path_buf(), source })?;
+        views.push((name.clone(), view));
+    }
+    let meta = Some(HashMap::from([("format".to_string(), "pt".to_string())]));
+    safetensors::serialize(views, meta)
+        .map_err(|source| Error::Safetensors { path: path.to_path_buf(), source })
+}
 
 struct Entry {
     file: usize,

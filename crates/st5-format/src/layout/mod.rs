@@ -1,7 +1,7 @@
 //! Model directory layouts: a sentence-transformers directory (`modules.json`, `1_Pooling`,
 //! `2_Dense`, `Normalize`; the Transformer at the root or in `0_Transformer/`) or a plain
 //! Hugging Face directory of any family st5 runs (T5, BERT, MPNet). Reading a layout touches
-//! only JSON files.
+//! only JSON files; [`write`] writes the sentence-transformers layout that this reads back.
 
 use std::path::PathBuf;
 
@@ -12,6 +12,9 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::files::{ModelFiles, join};
 use crate::variant::Variant;
+
+pub mod write;
+pub use write::{DenseModule, SentenceTransformersDir};
 
 /// Everything read from a model directory's JSON files.
 #[derive(Debug, Clone)]
