@@ -487,14 +487,21 @@ export async function importIndex(model, source, { onProgress, ...options } = {}
     file.quantize === 'none'
       ? null
       : { words: await read(Int32Array, s.words, s.scales), scales: await read(Float32Array, s.scales, s.vectors) };
-  const index = await createIndex(model, { ...options, quantize: file.quantize });
+  const index = await restoredIndex(model, { ...options, quantize: file.quantize }, file.texts, vectors, codes);
+  onProgress?.({ stage: 'ready', loaded: blob.size, total: blob.size });
+  return index;
+}
+
+/** A new index for `model` (`createIndex`'s options) holding `texts` with their `vectors` and
+ * `codes` as a file stored them; disposed again if restoring them fails. */
+async function restoredIndex(model, options, texts, vectors, codes) {
+  const index = await createIndex(model, options);
   try {
-    await index[RESTORE](file.texts, vectors, codes);
+    await index[RESTORE](texts, vectors, codes);
   } catch (e) {
     index.dispose();
     throw e;
   }
-  onProgress?.({ stage: 'ready', loaded: blob.size, total: blob.size });
   return index;
 }
 
@@ -534,12 +541,6 @@ async function importLegacy(model, blob, name, options) {
     `st5: ${name} is in the package's old index format (ST5IDX1), which a later st5 will not read; ` +
       'export() it again to get an ST5INDEX file, which `st5 index query` opens too',
   );
-  const index = await createIndex(model, { ...options, quantize: record.quantize ?? 'none' });
-  try {
-    await index[RESTORE](record.texts, recordVectors(record), recordCodes(record));
-  } catch (e) {
-    index.dispose();
-    throw e;
-  }
-  return index;
+  const quantize = record.quantize ?? 'none';
+  return restoredIndex(model, { ...options, quantize }, record.texts, recordVectors(record), recordCodes(record));
 }

@@ -307,7 +307,6 @@ impl ModelArgs {
                 extras.push((what, st5_core::fingerprint::sha256_hex(&bytes)));
             }
         }
-        let extras: Vec<(&str, &str)> = extras.iter().map(|(w, h)| (*w, h.as_str())).collect();
         Ok(st5_core::fingerprint::index_identity(
             &weights,
             embedder.variant(),

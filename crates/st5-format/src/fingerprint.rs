@@ -59,11 +59,11 @@ pub fn index_identity(
     weights: &str,
     variant: crate::variant::Variant,
     max_seq_length: usize,
-    extras: &[(&str, &str)],
+    extras: &[(&str, impl AsRef<str>)],
 ) -> String {
     let mut id = format!("{weights}+{variant}+max_seq_length:{max_seq_length}");
     for (what, hash) in extras {
-        id += &format!("+{what}:{hash}");
+        id += &format!("+{what}:{}", hash.as_ref());
     }
     id
 }

@@ -210,8 +210,7 @@ impl Model {
     /// if one is set.
     #[wasm_bindgen(js_name = indexIdentity)]
     pub fn index_identity(&self, weights: &str, prompt_hash: Option<String>) -> String {
-        let extras: Vec<(&str, &str)> =
-            prompt_hash.as_deref().map(|h| ("prompt", h)).into_iter().collect();
+        let extras: Vec<_> = prompt_hash.map(|h| ("prompt", h)).into_iter().collect();
         st5_core::fingerprint::index_identity(
             weights,
             self.embedder.variant(),
