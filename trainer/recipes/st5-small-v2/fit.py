@@ -3,7 +3,7 @@ and the targets, overall and for each source of the sentences (`counts.json` giv
 lines, in `texts.jsonl`'s order), on a fixed sample of training sentences. Training data only:
 it says where the student underfits, not how well it scores (STS-B dev says that, `genre.py`).
 
-    python trainer/recipes/st5-small-v2/fit.py trainer/recipes/st5-small-v2/stages/2-distill [MODEL_DIR ...]
+    python trainer/recipes/st5-small-v2/fit.py target/st5-small-v2-data/stages/2-distill [MODEL_DIR ...]
 
 Embeds with the `st5` CLI ($ST5, else $CARGO_TARGET_DIR or target/, release build); reads the
 data directory $ST5_DATA (default /var/tmp/st5-small-v2-data).

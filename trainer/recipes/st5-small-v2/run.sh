@@ -3,15 +3,15 @@
 # machine: run it again and it continues from the newest stage it finds.
 # - data ($ST5_DATA, default /var/tmp/st5-small-v2-data, linked as target/st5-small-v2-data):
 #   the sentences and the teachers' vectors in shards (vectors.py: resumable), the distillation
-#   targets, the NLI triplets and the step-0 student; rebuilt when missing. The targets' packed
-#   shards (targets/mpnet-pca384/, int8) are committed as they are written, so a new machine
-#   embeds only the shards not packed yet;
-# - stages/1-distill, stages/2-distill (one pass over the sentences, cut in two interleaved halves),
-#   stages/3-distill-more, stages/5-distill, stages/6-nli: each stage's model, committed in parts
-#   (scripts/model-parts.sh split DIR) once it finishes, so the next stage starts from it
-#   anywhere; a stage interrupted mid-way resumes from its checkpoint when the data directory
-#   survived, else it starts over. stages/4-nli (NLI straight after stage 3) is a side branch the
-#   log compares against; the chain does not need it.
+#   targets, the NLI triplets, the step-0 student and each stage's model ($ST5_DATA/stages/);
+#   rebuilt when missing. The targets' packed shards (targets/mpnet-pca384/, int8) are committed,
+#   so a new machine embeds only the shards not packed yet;
+# - 1-distill, 2-distill (one pass over the sentences, cut in two interleaved halves),
+#   3-distill-more, 5-distill, 6-nli: each stage starts from the one before; a stage interrupted
+#   mid-way resumes from its checkpoint when the data directory survived, else it starts over.
+#   4-nli (NLI straight after stage 3) is a side branch the log compares against; the chain does
+#   not need it. The stage models stay outside git (the repository holds the product, and this
+#   recipe's model was not shipped); to keep them across machines, copy $ST5_DATA/stages.
 # - BRANCH=warm: the second branch instead, stages/7-warm-distill and stages/8-nli, from
 #   warm_start.py's step 0 (st5-small grown to 6 layers, its Dense aligned to the targets).
 # - BRANCH=both: the third, stages/9-both-distill and stages/10-nli: the same step 0 aligned to
@@ -27,8 +27,7 @@ mkdir -p "$data" target
 ln -sfn "$data" target/st5-small-v2-data
 export ST5_DATA="$data"
 
-stage_done() { [ -e "$here/stages/$1/model.safetensors.part0" ] || [ -e "$here/stages/$1/model.safetensors" ]; }
-bash scripts/model-parts.sh join "$here"/stages/*/ 2>/dev/null || true
+stage_done() { [ -e "$data/stages/$1/model.safetensors" ]; }
 
 teachers=mpnet targets=mpnet-pca384 warm=warm
 case "${BRANCH:-chain}" in
@@ -58,10 +57,8 @@ for stage in $stages; do
   resume=""
   [ -f "$data/checkpoints/$stage/latest/trainer_state.json" ] && resume="--resume"
   "$bin/trainer" train --config "$here/$stage.toml" $resume
-  bash scripts/model-parts.sh split "$here/stages/$stage/"
-  echo "stage $stage finished: commit $here/stages/$stage (its parts, not model.safetensors)"
 done
 # What a browser downloads (every file but the card), then STS-B dev by genre and SICK-R train + trial.
-final="$here/stages/$final"
+final="$data/stages/$final"
 find "$final" -type f ! -name README.md ! -name '*.part*' -printf '%s\n' | awk '{ s += $1 } END { printf "download: %d bytes\n", s }'
 ST5="$bin/st5" "$PY" trainer/recipes/st5-small/genre.py "$final" --sick
