@@ -107,6 +107,10 @@ export interface SentenceEncoder {
    * `load`'s `startWorkers` option does); resolves with `threads` once each has loaded or
    * failed. Resolves at once with 1 where there is no pool. */
   startWorkers(): Promise<number>;
+  /** The WebAssembly memory the model holds, in bytes: the page's module (`0` for a model from
+   * `loadInWorker`) and each loaded worker's, each of which holds its own copy of the weights.
+   * GPU buffers are not counted. */
+  memory(): Promise<{ page: number; workers: number[] }>;
   /** One L2-normalised vector per text, in order. Calls are queued; any number may overlap. */
   embed(texts: string[]): Promise<Float32Array[]>;
   /** The same, as one row-major array of `texts.length * dim` values. */

@@ -4,7 +4,7 @@
 
 import { noteWebgpuFailed } from './devices.js';
 import { CallQueue, PANIC_FOR_TEST, rows } from './facts.js';
-import { generation, glue, guard } from './runtime.js';
+import { generation, glue, guard, wasmMemoryBytes } from './runtime.js';
 
 /** The wasm core's `Model.load`, on the live instance (`wasm()` must have resolved). */
 export const loadInner = (files, options, label) => guard('load', () => glue().Model.load(files, options, label));
@@ -173,6 +173,12 @@ export class Model {
       await this.#current();
       return guard('panicForTest', () => glue().panicForTest());
     });
+  }
+
+  /** The WebAssembly memory this realm's module holds (weights on the CPU, activations, the
+   * tokenizer; GPU buffers are not counted), in bytes: `{ page, workers: [] }`. */
+  async memory() {
+    return { page: wasmMemoryBytes(), workers: [] };
   }
 
   /** Frees the model's memory once queued calls have finished. */

@@ -228,6 +228,15 @@ export class PoolModel {
     return this.#page[PANIC_FOR_TEST]();
   }
 
+  /** The page's WebAssembly memory and each loaded worker's, in bytes: every worker holds its
+   * own copy of the weights. */
+  async memory() {
+    const [page, ...workers] = await Promise.all(
+      [this.#page, ...this.#ready().map((m) => m.model)].map((m) => m.memory()),
+    );
+    return { page: page.page, workers: workers.flatMap((w) => w.workers) };
+  }
+
   /** Frees the page's model and ends every worker once queued calls have finished. */
   async dispose() {
     await this.#calls.idle();

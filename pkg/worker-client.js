@@ -116,6 +116,13 @@ class WorkerModel {
     return flat;
   }
 
+  /** As `Model`'s: the page holds none of the model; the worker's own memory comes first, then
+   * that of the workers it started. */
+  async memory() {
+    const { page, workers } = await this.call('memory', {});
+    return { page: 0, workers: [page, ...workers] };
+  }
+
   /** As `Model`'s, in the worker. */
   [PANIC_FOR_TEST]() {
     return this.call('panicForTest', {});

@@ -34,6 +34,9 @@ serve({
     await model.startWorkers();
     return state();
   },
+  memory() {
+    return model.memory();
+  },
   panicForTest() {
     return model[PANIC_FOR_TEST]();
   },

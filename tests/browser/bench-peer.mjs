@@ -5,7 +5,10 @@
 // (and of each against sentence-transformers). For a shipped model it also prints st5's time to first
 // embedding on the CPU, cold (empty caches) and warm (model files from the Cache API). At all
 // cores it also times st5's first call (the pool's workers starting with it, or at load with
-// `startWorkers`) against the peer's steady state.
+// `startWorkers`) against the peer's steady state. Each CPU row also gives the WebAssembly memory
+// each side holds after its runs: st5's page module and each worker's (`model.memory()`: every
+// worker holds its own copy of the weights), and onnxruntime-web's one module (its threads share
+// one memory), recorded as the page creates or instantiates it.
 // `--webgpu N` adds both runtimes on WebGPU (SwiftShader here: a proxy, not a GPU figure) on N
 // sentences, with st5's compute pipelines, dispatches and read-backs counted per forward pass.
 //
@@ -82,10 +85,37 @@ const countGpuCalls = () => {
   wrap(GPUQueue.prototype, 'submit', 'submits');
 };
 
+// Records every WebAssembly memory the page creates or instantiates (a module's own, or a shared
+// one it imports), so that the peer's can be read after its runs.
+const recordWasmMemories = () => {
+  const seen = (globalThis.__wasmMemories = new Set());
+  const Memory = WebAssembly.Memory;
+  WebAssembly.Memory = function (...args) {
+    const m = new Memory(...args);
+    seen.add(m);
+    return m;
+  };
+  WebAssembly.Memory.prototype = Memory.prototype;
+  const keep = (result) => {
+    const instance = result.instance ?? result;
+    for (const v of Object.values(instance.exports ?? {})) if (v instanceof Memory) seen.add(v);
+    return result;
+  };
+  for (const name of ['instantiate', 'instantiateStreaming']) {
+    const inner = WebAssembly[name];
+    WebAssembly[name] = (...args) => inner.apply(WebAssembly, args).then(keep);
+  }
+};
+
+/** Bytes of every WebAssembly memory `recordWasmMemories` saw in `page`. */
+const pageWasmBytes = (page) =>
+  page.evaluate(() => [...globalThis.__wasmMemories].reduce((n, m) => n + m.buffer.byteLength, 0));
+
 /** A fresh page (a fresh context: empty caches, and onnxruntime-web's threads fixed per page). */
 async function freshPage() {
   const context = await browser.newContext();
   await context.addInitScript(countGpuCalls);
+  await context.addInitScript(recordWasmMemories);
   if (flavor) await context.addInitScript((f) => (globalThis.__st5WasmFlavor = f), flavor);
   const { page } = await open(context, `${server.url}/`);
   return { page, context };
@@ -120,6 +150,7 @@ async function st5Embed(name, sentences, options) {
         threads: m.threads,
         calls,
         arithmetic: m.arithmetic,
+        memory: await m.memory(),
       };
       await m.dispose();
       return out;
@@ -187,8 +218,9 @@ async function ortRun(graph, ids, options) {
       ),
     );
   }
+  const wasmBytes = await pageWasmBytes(page);
   await context.close();
-  const r = { ...runs.at(-1), sentencesPerSec: median(runs.map((x) => x.sentencesPerSec)) };
+  const r = { ...runs.at(-1), wasmBytes, sentencesPerSec: median(runs.map((x) => x.sentencesPerSec)) };
   const flat = new Array(r.embeddings.length);
   order.forEach((row, j) => {
     for (let k = 0; k < r.dim; k++) flat[row * r.dim + k] = r.embeddings[j * r.dim + k];
@@ -196,6 +228,7 @@ async function ortRun(graph, ids, options) {
   return { ...r, flat };
 }
 
+const mib = (bytes) => (bytes / 2 ** 20).toFixed(1);
 const maxDiff = (a, b) => a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i])), 0);
 
 /** Time to first embedding: a fresh context (cold), then a second page in it (warm). */
@@ -269,6 +302,8 @@ for (const spec of names) {
       'st5 vs ort': diff(ours.flat, peer.flat),
       'st5 vs ref': diff(ours.flat, ref),
       'ort vs ref': diff(peer.flat, ref),
+      'st5 wasm MiB (page + workers)': [ours.memory.page, ...ours.memory.workers].map(mib).join(' + '),
+      'ort wasm MiB': mib(peer.wasmBytes),
     };
     table.push(row);
     console.log(JSON.stringify(row));

@@ -226,14 +226,21 @@ const failed = await runCases([
       const batches = pool.planBatches(texts).length;
       const pooled = await pool.embedFlat(texts);
       const dim = pool.dim;
+      // Each loaded worker reports its own module's memory, which holds a copy of the weights.
+      const memory = await pool.memory();
+      const weights = pool.weightBytes;
       await pool.dispose();
       const same = (a) => a.length === single.length && a.every((x, i) => Object.is(x, single[i]));
       if (threads !== 2 || !same(first) || !same(pooled))
         throw new Error(`threads ${threads}, first call identical ${same(first)}, pooled identical ${same(pooled)}`);
+      const holds = (bytes) => Number.isInteger(bytes) && bytes >= weights;
+      if (memory.workers.length !== 2 || !holds(memory.page) || !memory.workers.every(holds))
+        throw new Error(`memory ${JSON.stringify(memory)} with ${weights} bytes of weights`);
       const rows = want.map((_, i) => pooled.subarray(i * dim, (i + 1) * dim));
       const err = maxAbsDiff(rows, want);
       if (!(err <= CPU_TOL)) throw new Error(`max abs error ${err}`);
-      return `2 worker_threads, ${batches} batches: bit-identical to one thread; max abs error ${err.toExponential(2)}`;
+      const mib = (b) => (b / 2 ** 20).toFixed(1);
+      return `2 worker_threads, ${batches} batches: bit-identical to one thread; max abs error ${err.toExponential(2)}; wasm memory page ${mib(memory.page)} MiB, workers ${memory.workers.map(mib).join(', ')} MiB`;
     },
   ],
   [
@@ -243,6 +250,11 @@ const failed = await runCases([
         checkParity(await embedWith(DIR, {}, st5.loadInWorker), 'a path'),
         checkParity(await embedWith('st5-test/tiny', { hubUrl }, st5.loadInWorker), 'a hub id'),
       ];
+      const inWorker = await st5.loadInWorker(DIR, { device: 'cpu', threads: 1 });
+      const memory = await inWorker.memory();
+      await inWorker.dispose();
+      if (memory.page !== 0 || memory.workers.length !== 1 || !(memory.workers[0] > 0))
+        throw new Error(`loadInWorker's memory ${JSON.stringify(memory)}`);
       const refused = await rejection(st5.loadInWorker('st5-test/missing', { device: 'cpu', hubUrl }));
       if (!refused.includes('st5-test/missing (revision main)')) throw new Error(refused);
       return `max abs error ${errs.map((e) => e.toExponential(2)).join(', ')}; "${refused.slice(0, 90)}"`;
