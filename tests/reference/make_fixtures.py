@@ -168,8 +168,7 @@ def family_fixture(name, family, cfg, seed, poolings, dense, normalize, max_len,
     `dense`: None, or (out_features, bias, activation). `prefix`: written before every weight
     name (a task model's `bert.`), with the pooler kept. Expected embeddings for each pooling in
     `poolings`, by sentence-transformers on the saved directory, the Pooling module swapped."""
-    sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-small-v2"))
-    import teachers
+    from st5_recipes import teachers
     teacher = teachers.minilm_dir() if family == "bert" else teachers.mpnet_dir()
     torch.manual_seed(seed)
     Config, Model = (BertConfig, BertModel) if family == "bert" else (MPNetConfig, MPNetModel)

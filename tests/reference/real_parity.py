@@ -12,7 +12,6 @@ ST5 names the `st5` binary (default: $CARGO_TARGET_DIR or target, release).
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -22,8 +21,7 @@ from sentence_transformers import SentenceTransformer
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
-sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-small-v2"))
-import teachers  # noqa: E402
+from st5_recipes import teachers
 
 
 def sentences(n):

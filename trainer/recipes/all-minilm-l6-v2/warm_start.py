@@ -17,17 +17,13 @@ the `st5` CLI ($ST5, as `fit.py`); reads and writes the data directory $ST5_DATA
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "st5-small-v2"))
-sys.path.insert(0, str(HERE.parent / "st5-small"))
-from fit import DATA, fit_split  # noqa: E402
-from genre import embed  # noqa: E402
-from teachers import minilm_dir  # noqa: E402
+from st5_recipes.fit import DATA, fit_split
+from st5_recipes.genre import embed
+from st5_recipes.teachers import minilm_dir
 
 DENSE = {"activation_function": "torch.nn.modules.linear.Identity", "bias": False, "in_features": 384, "out_features": 384}
 

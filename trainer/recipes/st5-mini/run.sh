@@ -6,16 +6,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PYTHON:-python3}
+"$PY" -m pip install -q --no-deps -e trainer/recipes/common   # the recipes' shared helpers (st5_recipes)
 if [ ! -f target/st5-mini-data/teacher.npy ]; then
-  "$PY" trainer/recipes/st5-mini/teacher.py --out target/st5-mini-data
+  "$PY" -m st5_recipes.teacher --out target/st5-mini-data
 elif [ ! -f target/st5-mini-data/extra.npy ]; then   # data from the one-stage recipe: add the second set
-  "$PY" trainer/recipes/st5-mini/teacher.py --out target/st5-mini-data --only extra
+  "$PY" -m st5_recipes.teacher --out target/st5-mini-data --only extra
 fi
 if [ ! -f target/st5-mini-data/nli.jsonl ]; then
-  "$PY" trainer/recipes/st5-mini/nli.py --out target/st5-mini-data/nli.jsonl
+  "$PY" -m st5_recipes.nli --out target/st5-mini-data/nli.jsonl
 fi
 if [ ! -f target/st5-mini-init/model.safetensors ]; then
-  "$PY" trainer/recipes/st5-mini/student_init.py --out target/st5-mini-init
+  "$PY" -m st5_recipes.student_init --out target/st5-mini-init
 fi
 cargo build --release --locked --bin trainer --bin st5
 resume=""

@@ -21,6 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PYTHON:-python3}
+"$PY" -m pip install -q --no-deps -e trainer/recipes/common   # the recipes' shared helpers (st5_recipes)
 here=trainer/recipes/st5-small-v2
 data=${ST5_DATA:-/var/tmp/st5-small-v2-data}
 mkdir -p "$data" target
@@ -40,11 +41,11 @@ first=${stages%% *} final=${stages##* } distilled=${stages% *}
 if ! stage_done "${distilled##* }"; then
   "$PY" "$here/vectors.py" --teachers $teachers --bf16 --pack --targets $targets --split 2
   if [ "$first" = 1-distill ] && ! stage_done 1-distill && [ ! -f "$data/init/model.safetensors" ]; then
-    "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher --config "$here/student.json" --out "$data/init"
+    "$PY" -m st5_recipes.student_init --vocab teacher --config "$here/student.json" --out "$data/init"
   fi
 fi
 if ! stage_done "$final" && [ ! -f "$data/nli.jsonl" ]; then
-  "$PY" trainer/recipes/st5-mini/nli.py --out "$data/nli.jsonl"
+  "$PY" -m st5_recipes.nli --out "$data/nli.jsonl"
 fi
 cargo build --release --locked --bin trainer --bin st5
 bin=${CARGO_TARGET_DIR:-target}/release
@@ -61,4 +62,4 @@ done
 # What a browser downloads (every file but the card), then STS-B dev by genre and SICK-R train + trial.
 final="$data/stages/$final"
 find "$final" -type f ! -name README.md ! -name '*.part*' -printf '%s\n' | awk '{ s += $1 } END { printf "download: %d bytes\n", s }'
-ST5="$bin/st5" "$PY" trainer/recipes/st5-small/genre.py "$final" --sick
+ST5="$bin/st5" "$PY" -m st5_recipes.genre "$final" --sick

@@ -1,7 +1,7 @@
 """Distillation data for st5-small-v2: one sentence list and each teacher's vectors for it, in
 shards that a restarted run skips, so an interrupted job resumes where it stopped.
 
-Sentences: st5-mini's two permissive pools (trainer/recipes/st5-mini/teacher.py: the first set,
+Sentences: st5-mini's two permissive pools (st5_recipes.teacher: the first set,
 then the extra set), then the broader text below, de-duplicated in that order. The trainer drops
 any sentence found in an evaluation test split when it loads the file, and reports the count.
 
@@ -34,7 +34,6 @@ import html
 import json
 import os
 import re
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -42,12 +41,10 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "st5-mini"))
-sys.path.insert(0, str(HERE.parent / "st5-small"))
-from genre import DEV, scores  # noqa: E402
-from teacher import TRAIN, dedup, extra_sentences, sentences, split_sentences  # noqa: E402
+from st5_recipes.genre import DEV, scores
+from st5_recipes.teacher import TRAIN, dedup, extra_sentences, sentences, split_sentences
 
-import teachers  # noqa: E402
+from st5_recipes import teachers
 
 OUT = Path(os.environ.get("ST5_DATA", "/var/tmp/st5-small-v2-data"))
 SHARD = 8192

@@ -11,7 +11,7 @@ at 82.60 (the chain's stage 5: 82.33).
 
 Steps (the f32 copy is kept; the whole run is skipped once `aligned.txt` is written):
 1. st5-small in f32 (`st5 quantize --dtype f32`: the shipped weights are int8);
-2. grown from 4 to 6 blocks (`../st5-small/grow.py`: the new blocks start as the identity);
+2. grown from 4 to 6 blocks (`st5_recipes.grow`: the new blocks start as the identity);
 3. the least-squares map M (384 × 384) from the model's normalised embeddings of `--fit`
    training sentences (drawn with a fixed seed, `fit.py`'s sample left out) to their targets;
    the new Dense is Mᵀ · Dense. Exact, because the output is L2-normalised:
@@ -23,18 +23,15 @@ Embeds with the `st5` CLI ($ST5, as `fit.py`); reads and writes the data directo
 """
 import argparse
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-small"))
-from fit import DATA, ST5, fit_split  # noqa: E402
-from genre import embed  # noqa: E402
-from grow import grow  # noqa: E402
+from st5_recipes.fit import DATA, ST5, fit_split
+from st5_recipes.genre import embed
+from st5_recipes.grow import grow
 
 
 def main():

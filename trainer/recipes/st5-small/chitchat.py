@@ -14,13 +14,11 @@ Writes OUT/chitchat.jsonl and OUT/chitchat.npy ([n, 384] float32, row i = line i
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 # The teacher and the file writing are st5-mini's.
-sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-mini"))
-from teacher import dedup, embed  # noqa: E402
+from st5_recipes.teacher import dedup, embed
 
 
 def turns():

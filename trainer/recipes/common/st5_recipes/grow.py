@@ -1,5 +1,5 @@
 """A trained model grown deeper at step 0: the st5-small candidate was st5-mini grown from 2 to 4
-layers; st5-small-v2's warm start (`../st5-small-v2/warm_start.py`) grows st5-small from 4 to 6.
+layers; st5-small-v2's warm start (`trainer/recipes/st5-small-v2/warm_start.py`) grows st5-small from 4 to 6.
 
 Copies every tensor of the trained model (`--from`, default models/st5-mini: token embeddings,
 its blocks, the final norm, the Dense) and appends blocks whose attention output `o` and FFN
@@ -11,22 +11,20 @@ Writes a sentence-transformers directory that the trainer's `model.init` loads u
 `--from` must hold f16 or f32 weights: an int8 model (st5-small) is first written in f32 by
 `st5 quantize --dtype f32`.
 
-    python trainer/recipes/st5-small/grow.py --out target/st5-small-init
+    python -m st5_recipes.grow --out target/st5-small-init
 """
 
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 MINI = ROOT / "models" / "st5-mini"
 # st5-mini's recipe: the identity blocks and the directory writing are the same.
-sys.path.insert(0, str(ROOT / "trainer" / "recipes" / "st5-mini"))
-from student_init import identity_blocks, save_fresh  # noqa: E402
+from st5_recipes.student_init import identity_blocks, save_fresh
 
 
 def grow(src, layers, out, seed=1):

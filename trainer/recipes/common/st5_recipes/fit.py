@@ -1,9 +1,9 @@
 """How closely a student fits its distillation targets: the mean cosine between its embeddings
 and the targets, overall and for each source of the sentences (`counts.json` gives each source's
 lines, in `texts.jsonl`'s order), on a fixed sample of training sentences. Training data only:
-it says where the student underfits, not how well it scores (STS-B dev says that, `genre.py`).
+it says where the student underfits, not how well it scores (STS-B dev says that, `st5_recipes.genre`).
 
-    python trainer/recipes/st5-small-v2/fit.py target/st5-small-v2-data/stages/2-distill [MODEL_DIR ...]
+    python -m st5_recipes.fit target/st5-small-v2-data/stages/2-distill [MODEL_DIR ...]
 
 Embeds with the `st5` CLI ($ST5, else $CARGO_TARGET_DIR or target/, release build); reads the
 data directory $ST5_DATA (default /var/tmp/st5-small-v2-data).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 DATA = Path(os.environ.get("ST5_DATA", "/var/tmp/st5-small-v2-data"))
 ST5 = os.environ.get("ST5", str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "st5"))
 

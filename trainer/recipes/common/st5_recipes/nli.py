@@ -7,7 +7,7 @@ permissive licences. The trainer drops any triplet with a text in an evaluation 
 - taxinli/taxinli10k.tsv (MIT + MultiNLI licences), minus the pairs in ../shared/data/mnli_subset
   as SOURCES.md asks.
 
-    python trainer/recipes/st5-mini/nli.py --out target/st5-mini-data/nli.jsonl
+    python -m st5_recipes.nli --out target/st5-mini-data/nli.jsonl
 """
 
 import argparse
@@ -16,7 +16,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 DATA = ROOT.parent / "shared" / "data"
 TRAIN = DATA / "train"
 

@@ -1,9 +1,9 @@
 """STS-B dev Spearman × 100, overall and by genre (captions, forums, news), for st5 model
 directories, embedded with the `st5` CLI. Dev only: decisions are never made on test.
 
-    python trainer/recipes/st5-small/genre.py models/st5-mini [MODEL_DIR ...]
-    python trainer/recipes/st5-small/genre.py MODEL_DIR --whiten TRAIN_TEXTS.txt
-    python trainer/recipes/st5-small/genre.py models/st5-small [MODEL_DIR ...] --sick
+    python -m st5_recipes.genre models/st5-mini [MODEL_DIR ...]
+    python -m st5_recipes.genre MODEL_DIR --whiten TRAIN_TEXTS.txt
+    python -m st5_recipes.genre models/st5-small [MODEL_DIR ...] --sick
 
 `--sick` also scores SICK-R's other splits, train and trial (5,000 pairs; `st5 eval`'s SICK-R is
 the test split): a second dev set, so that a decision does not rest on STS-B dev's 1,500 pairs
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 DEV = ROOT.parent / "shared" / "data" / "stsbenchmark" / "sts-dev.csv"
 SICK_DEV = [ROOT.parent / "shared" / "data" / "sick" / f for f in ["SICK_train.txt", "SICK_trial.txt"]]
 ST5 = os.environ.get("ST5", str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "st5"))

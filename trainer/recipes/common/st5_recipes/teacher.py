@@ -12,7 +12,7 @@ Writes two sets, each a text list and its vectors ([n, 384] float32, row i = lin
   split sentences, SelQA/QED Wikipedia sentences, medical questions, Stack Exchange), none of which
   is in the first set; the second stage distils on both.
 
-    python trainer/recipes/st5-mini/teacher.py --out target/st5-mini-data
+    python -m st5_recipes.teacher --out target/st5-mini-data
 """
 
 import argparse
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from nli import mnli_subset_texts
+from st5_recipes.nli import mnli_subset_texts
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 TRAIN = ROOT.parent / "shared" / "data" / "train"
 
 

@@ -15,7 +15,7 @@ student and teacher then see the same tokens.
 
 Writes a sentence-transformers directory that the trainer's `model.init` loads unchanged.
 
-    python trainer/recipes/st5-mini/student_init.py --out target/st5-mini-init
+    python -m st5_recipes.student_init --out target/st5-mini-init
 """
 
 import argparse
@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 TOKENIZER = ROOT.parent / "shared" / "data" / "t5_tokenizer"
-HERE = Path(__file__).resolve().parent
+MINI_RECIPE = ROOT / "trainer" / "recipes" / "st5-mini"
 
 
 def piece_texts(vocab_size):
@@ -76,7 +76,7 @@ def save_fresh(model, out):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "target" / "st5-mini-init"))
-    ap.add_argument("--config", default=str(HERE / "student.json"))
+    ap.add_argument("--config", default=str(MINI_RECIPE / "student.json"))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--vocab", choices=["t5", "teacher"], default="t5",
                     help="t5: T5's SentencePiece vocabulary, each piece embedded by the whole teacher "
