@@ -263,14 +263,8 @@ impl DeviceInt8 {
 pub fn linear<const D: usize>(x: Tensor<D>, w: &Int8Matrix, bias: Option<Tensor<1>>) -> Tensor<D> {
     match w {
         Int8Matrix::Host(host) => host_linears(x, &[host], &[bias.map(host_values)]).remove(0),
-        Int8Matrix::Device(d) => {
-            let y = kernels::matmul_int8(&x, &d.words, &d.scales)
-                .unwrap_or_else(|| ops::linear_reference(x, d.fallback().transpose(), None));
-            match bias {
-                Some(b) => y + b.reshape(bias_shape::<D>(w.rows())),
-                None => y,
-            }
-        }
+        Int8Matrix::Device(d) => kernels::matmul_int8(&x, &d.words, &d.scales, bias.as_ref())
+            .unwrap_or_else(|| ops::linear_reference(x, d.fallback().transpose(), bias)),
     }
 }
 
@@ -329,13 +323,6 @@ fn host_linears<const D: usize>(
             Tensor::<D>::from_data(TensorData::new(out, dims), &device)
         })
         .collect()
-}
-
-/// `[1, ..., 1, n]`: a bias broadcast over the leading dimensions.
-fn bias_shape<const D: usize>(n: usize) -> [usize; D] {
-    let mut shape = [1; D];
-    shape[D - 1] = n;
-    shape
 }
 
 /// `outs[i] = x · Wᵢᵀ + biases[i]` for row-major `x` `[m, k]` and `outs[i]` `[m, nᵢ]`: each
@@ -660,7 +647,7 @@ mod tests {
     /// matrix in f32 operations): the lookup bit for bit, the product within f32 rounding (the
     /// kernel sums `x · code` and scales the sum once; the reference scales each weight first).
     /// Shapes: rows that do and do not fill the 4-row tile, outputs that do not fill a vector
-    /// (the reference runs), a bias.
+    /// (the reference runs), a bias (added in the kernel).
     #[test]
     fn gpu_kernels_match_the_reference() {
         let Some(device) = wgpu_for_tests() else { return };
@@ -675,7 +662,7 @@ mod tests {
             let reference =
                 ops::linear_reference(x.clone(), d.dequantize().transpose(), Some(bias.clone()));
             let reference = to_host(reference.try_into_data()).unwrap();
-            assert_eq!(kernels::matmul_int8(&x, &d.words, &d.scales).is_some(), n % 4 == 0);
+            assert_eq!(kernels::matmul_int8(&x, &d.words, &d.scales, None).is_some(), n % 4 == 0);
             let got = to_host(linear(x, &w, Some(bias)).try_into_data()).unwrap();
             // The f32 copy is built where the kernel declined, and only there.
             assert_eq!(d.fallback.get().is_some(), n % 4 != 0, "{b}x{s}x{k}x{n}");

@@ -4,15 +4,16 @@
 //! differentiates through it) and for a dtype other than f32; the unit tests below check each
 //! kernel against it on the GPU. The model (`t5.rs`, `model.rs`) calls these, never the kernels.
 //!
-//! - [`linear`]: a Linear layer's `x · W + b` ([`kernels::matmul`] without a bias);
-//! - [`rms_norm`]: T5's layer norm;
+//! - [`linear`]: a Linear layer's `x · W + b` ([`kernels::matmul`], the bias included);
+//! - [`rms_norm`]: T5's layer norm; [`layer_norm`]: BERT's and MPNet's, with a bias;
+//! - [`activation`]: the FFN's (the GELUs fused, relu and silu as tensor operations);
 //! - [`attention`], over an [`AttentionBias`]: T5's position bias and the padding and causal
 //!   masks;
 //! - [`mean_pool`] and [`l2_normalize`]: the sentence embedding's pooling and normalisation.
 //!
-//! Tensor operations only, on every device (no fused kernel yet): [`layer_norm`] (BERT's and
-//! MPNet's, with a bias), [`activation`] (the FFN's), and the other poolings ([`max_pool`],
-//! [`mean_sqrt_len_pool`]).
+//! On the CPU outside autodiff, LayerNorm and the GELUs run as one host pass each
+//! ([`layer_norm_host`], [`gelu_host`]). Tensor operations only, on every device: the other
+//! poolings ([`max_pool`], [`mean_sqrt_len_pool`]).
 
 use std::cell::OnceCell;
 
@@ -27,18 +28,13 @@ use crate::kernels;
 const MASKED: f32 = -1e9;
 
 /// `x W + b`: `x` `[..., d_in]`, `weight` `[d_in, d_out]`, `bias` `[d_out]` → `[..., d_out]`.
-/// One fused kernel on the GPU when there is no bias ([`kernels::matmul`]).
+/// One fused kernel on the GPU, the bias included ([`kernels::matmul`]).
 pub fn linear<const D: usize>(
     x: Tensor<D>,
     weight: Tensor<2>,
     bias: Option<Tensor<1>>,
 ) -> Tensor<D> {
-    if bias.is_none()
-        && let Some(y) = kernels::matmul(&x, &weight)
-    {
-        return y;
-    }
-    linear_reference(x, weight, bias)
+    kernels::matmul(&x, &weight, bias.as_ref()).unwrap_or_else(|| linear_reference(x, weight, bias))
 }
 
 /// [`linear`] as tensor operations.
@@ -74,13 +70,15 @@ pub fn rms_norm_reference(x: Tensor<3>, weight: Tensor<1>, eps: f64) -> Tensor<3
 /// `torch.nn.LayerNorm` over the last axis: `(x - mean) / sqrt(var + eps) * weight + bias`, the
 /// variance biased (divided by `d`), in f32: `x` `[batch, seq, d]`, `weight`, `bias` `[d]` → same.
 /// On the CPU outside autodiff one pass a row on the host ([`layer_norm_host`]: the tensor form
-/// is nine passes over the activations); elsewhere [`layer_norm_reference`].
+/// is nine passes over the activations); on a GPU one kernel ([`kernels::layer_norm`]);
+/// elsewhere [`layer_norm_reference`].
 pub fn layer_norm(x: Tensor<3>, weight: Tensor<1>, bias: Tensor<1>, eps: f64) -> Tensor<3> {
     let device = x.device();
     if !crate::device::is_gpu(&device) && !device.is_autodiff() {
         return layer_norm_host(x, weight, bias, eps);
     }
-    layer_norm_reference(x, weight, bias, eps)
+    kernels::layer_norm(&x, &weight, &bias, eps)
+        .unwrap_or_else(|| layer_norm_reference(x, weight, bias, eps))
 }
 
 /// [`layer_norm`] as tensor operations.
@@ -219,12 +217,15 @@ impl SimdLoop for GeluValues<'_> {
 /// autodiff the two GELUs run as one host loop ([`gelu_host`]): burn's flex evaluates `erf` and
 /// `tanh` as several element-wise passes that made them most of a BERT forward pass
 /// (all-MiniLM-L6-v2, 2 threads: 362 sentences/s with erf, 195 with tanh, 872 with relu in
-/// their place). The reference, [`activation_reference`], runs on a GPU and under autodiff.
+/// their place). On a GPU one kernel ([`kernels::gelu`]); the reference,
+/// [`activation_reference`], runs under autodiff and for relu and silu.
 pub fn activation<const D: usize>(x: Tensor<D>, act: Activation) -> Tensor<D> {
     let device = x.device();
     let host = !crate::device::is_gpu(&device) && !device.is_autodiff();
     match act {
         Activation::Gelu | Activation::GeluNew if host => gelu_host(x, act == Activation::GeluNew),
+        Activation::Gelu | Activation::GeluNew => kernels::gelu(&x, act == Activation::GeluNew)
+            .unwrap_or_else(|| activation_reference(x, act)),
         _ => activation_reference(x, act),
     }
 }
@@ -477,28 +478,31 @@ mod tests {
         a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
     }
 
-    /// Row counts that do and do not fill a 4-row tile, a vector of output columns, and widths the
-    /// kernel declines (not a multiple of 4).
+    /// Row counts that do and do not fill a 4-row tile, a vector of output columns, with and
+    /// without a bias, and widths the kernel declines (not a multiple of 4).
     #[test]
     fn matmul_matches_the_reference() {
         let Some(device) = gpu() else { return };
         let mut rng = Rng::new(13);
         for (m, k, n) in [(1, 1, 4), (5, 7, 8), (64, 384, 1024), (13, 33, 12), (3, 5, 6)] {
-            let x = random([m, k], &mut rng, &device);
-            let w = random([k, n], &mut rng, &device);
-            let reference = values(x.clone().matmul(w.clone()));
-            match kernels::matmul(&x, &w) {
-                Some(fused) => {
-                    let diff = max_diff(&values(fused), &reference);
-                    assert!(diff <= 1e-4, "[{m}, {k}] · [{k}, {n}]: {diff}");
+            for with_bias in [false, true] {
+                let x = random([m, k], &mut rng, &device);
+                let w = random([k, n], &mut rng, &device);
+                let bias = with_bias.then(|| random([n], &mut rng, &device));
+                let reference = values(linear_reference(x.clone(), w.clone(), bias.clone()));
+                match kernels::matmul(&x, &w, bias.as_ref()) {
+                    Some(fused) => {
+                        let diff = max_diff(&values(fused), &reference);
+                        assert!(diff <= 1e-4, "[{m}, {k}] · [{k}, {n}] bias {with_bias}: {diff}");
+                    }
+                    None => assert!(n % 4 != 0, "[{m}, {k}] · [{k}, {n}] was declined"),
                 }
-                None => assert!(n % 4 != 0, "[{m}, {k}] · [{k}, {n}] was declined"),
             }
         }
         // A 3-D input is a batch of rows.
         let x = random([2, 3, 8], &mut rng, &device);
         let w = random([8, 4], &mut rng, &device);
-        let fused = values(kernels::matmul(&x, &w).expect("f32 on the GPU"));
+        let fused = values(kernels::matmul(&x, &w, None).expect("f32 on the GPU"));
         let diff = max_diff(&fused, &values(x.matmul(w.unsqueeze_dim(0))));
         assert!(diff <= 1e-5, "[2, 3, 8] · [8, 4]: {diff}");
     }
@@ -515,6 +519,40 @@ mod tests {
             let diff = max_diff(&values(fused), &values(reference));
             assert!(diff <= 1e-5, "[{b}, {s}, {d}]: {diff}");
         }
+    }
+
+    /// The LayerNorm kernel against its tensor reference: widths below and above a vector, an
+    /// offset mean (which a one-pass variance would lose), BERT's and MPNet's epsilons.
+    #[test]
+    fn layer_norm_kernel_matches_the_reference() {
+        let Some(device) = gpu() else { return };
+        let mut rng = Rng::new(11);
+        for (b, s, d, eps) in
+            [(1, 1, 1, 1e-12), (2, 3, 8, 1e-12), (3, 5, 384, 1e-5), (2, 17, 33, 0.5)]
+        {
+            let x = random([b, s, d], &mut rng, &device).mul_scalar(3.0).add_scalar(1.5);
+            let (w, bias) = (random([d], &mut rng, &device), random([d], &mut rng, &device));
+            let fused = kernels::layer_norm(&x, &w, &bias, eps).expect("f32 on the GPU");
+            let diff = max_diff(&values(fused), &values(layer_norm_reference(x, w, bias, eps)));
+            assert!(diff <= 1e-5, "[{b}, {s}, {d}] eps {eps}: {diff:e}");
+        }
+    }
+
+    /// Both GELU kernels against burn's `gelu` and `gelu_approximate` on the GPU, over the range
+    /// a feed-forward's pre-activations take, and a count the kernel declines (not a multiple of
+    /// 4).
+    #[test]
+    fn gelu_kernels_match_burns() {
+        let Some(device) = gpu() else { return };
+        let mut rng = Rng::new(5);
+        for tanh in [false, true] {
+            let x = random([2, 7, 1536], &mut rng, &device).mul_scalar(3.0);
+            let act = if tanh { Activation::GeluNew } else { Activation::Gelu };
+            let fused = kernels::gelu(&x, tanh).expect("f32 on the GPU");
+            let diff = max_diff(&values(fused), &values(activation_reference(x, act)));
+            assert!(diff <= 1e-5, "tanh {tanh}: {diff:e}");
+        }
+        assert!(kernels::gelu(&random([3, 5], &mut rng, &device), false).is_none());
     }
 
     /// The host LayerNorm against its tensor reference.

@@ -12,7 +12,7 @@ use burn::tensor::DType::{F32, I32};
 use burn::tensor::{Int, Tensor};
 use burn_cubecl::CubeBackend;
 
-use super::{gpu, output, product_shape};
+use super::{bias_arg, gpu, output, product_shape};
 use cube::{embedding_int8_kernel, matmul_int8_kernel};
 
 /// Codes per packed word.
@@ -50,18 +50,21 @@ mod cube {
     /// vectors of 4, `words` `[n, k / 4]` (one word = 4 codes of one output's weight row),
     /// `scales` `[n]`, `out` `[m, n]` as vectors of 4. The 16 dot products are accumulated in
     /// vectors over `k` and reduced once; each weight word serves 4 rows, each `a` vector 4
-    /// columns. The scale multiplies the finished sum (it is one per output). `N` is 4.
+    /// columns. The scale multiplies the finished sum (it is one per output), then the bias
+    /// (`[n]` as vectors of 4; unread without `has_bias`) is added. `N` is 4.
     /// `units` = ⌈m / 4⌉ · `n_vec`. Rows past the edge are read clamped and not written.
     #[cube(launch)]
     pub fn matmul_int8_kernel<N: Size>(
         a: &Tensor<Vector<f32, N>>,
         words: &Tensor<i32>,
         scales: &Tensor<f32>,
+        bias: &Tensor<Vector<f32, N>>,
         out: &mut Tensor<Vector<f32, N>>,
         units: usize,
         m: usize,
         k_words: usize,
         n_vec: usize,
+        #[comptime] has_bias: bool,
     ) {
         let unit = ABSOLUTE_POS;
         if unit >= units {
@@ -103,6 +106,9 @@ mod cube {
                         + v.extract(3usize);
                     o.insert(c, dot * scales[c0 + c]);
                 }
+                if has_bias {
+                    o += bias[cv];
+                }
                 out[(r0 + r) * n_vec + cv] = o;
             }
         }
@@ -133,13 +139,14 @@ mod cube {
     }
 }
 
-/// `x · Wᵀ` for `x` `[..., k]` and `W` int8 `[n, k]` given as `words` `[n, k / 4]`
-/// ([`pack_codes`]) and `scales` `[n]` → `[..., n]`. `None` where the reference must run: on the
-/// CPU, or `n` not a multiple of 4.
+/// `x · Wᵀ + bias` for `x` `[..., k]`, `W` int8 `[n, k]` given as `words` `[n, k / 4]`
+/// ([`pack_codes`]) and `scales` `[n]`, and `bias` `[n]` → `[..., n]`. `None` where the reference
+/// must run: on the CPU, or `n` not a multiple of 4.
 pub fn matmul_int8<const D: usize>(
     x: &Tensor<D>,
     words: &Tensor<2, Int>,
     scales: &Tensor<1>,
+    bias: Option<&Tensor<1>>,
 ) -> Option<Tensor<D>> {
     const VECTOR: usize = CODES_PER_WORD;
     let [n, k_words] = words.dims();
@@ -148,6 +155,7 @@ pub fn matmul_int8<const D: usize>(
         return None;
     }
     let (xc, wc, sc) = (gpu(x, F32)?, gpu(words, I32)?, gpu(scales, F32)?);
+    let bc = bias_arg(bias, &sc)?;
     let units = m.div_ceil(4) * (n / VECTOR);
     let (out, count, dim) = output(&xc, shape, units);
     matmul_int8_kernel::launch(
@@ -158,11 +166,13 @@ pub fn matmul_int8<const D: usize>(
         xc.into_tensor_arg(),
         wc.into_tensor_arg(),
         sc.into_tensor_arg(),
+        bc.into_tensor_arg(),
         out.clone().into_tensor_arg(),
         units,
         m,
         k_words,
         n / VECTOR,
+        bias.is_some(),
     );
     Some(Tensor::from_primitive::<CubeBackend>(out))
 }

@@ -1,4 +1,4 @@
-//! Fused GPU kernels for the T5 forward pass (cubecl: WGSL on WebGPU, wgpu natively), one file
+//! Fused GPU kernels for the forward pass of every family (cubecl: WGSL on WebGPU, wgpu natively), one file
 //! per kernel family.
 //!
 //! burn runs T5's RMS norm as 7 kernels (square, mean, add, sqrt, recip, two products) and
@@ -6,14 +6,15 @@
 //! max, sub, exp, sum and div). Each distinct kernel is a pipeline the browser compiles before
 //! the first vector, and each launch is a dispatch on every forward pass, so both cost time before
 //! and during every embedding. Here each of these is one kernel:
-//! - [`rms_norm`] and [`l2_normalize`] (`norm.rs`), [`mean_pool`] (`pool.rs`);
+//! - [`rms_norm`], [`layer_norm`] and [`l2_normalize`] (`norm.rs`), [`mean_pool`] (`pool.rs`),
+//!   [`gelu`] (`activation.rs`, both forms);
 //! - [`attention`] (`attention.rs`): scores, T5's bucketed position bias, the padding and causal
 //!   masks, softmax and the weighted sum of values, reading the query, key and value projections
 //!   in place, `[batch, seq, heads · d_kv]`, and writing the output in the layout the `o`
 //!   projection reads;
-//! - [`matmul`] (`matmul.rs`): the Linear layers' matrix product, register-tiled (see there for
-//!   why);
-//! - [`matmul_int8`] and [`embedding_int8`] (`int8.rs`): the same product and the embedding
+//! - [`matmul`] (`matmul.rs`): the Linear layers' matrix product and bias, register-tiled (see
+//!   there for why);
+//! - [`matmul_int8`] and [`embedding_int8`] (`int8.rs`): the same product (and bias) and the embedding
 //!   lookup reading int8 weights, packed four codes to a word ([`pack_codes`]), dequantized in
 //!   registers.
 //!
@@ -34,16 +35,18 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::CubeCount;
 use cubecl::{CubeDim, calculate_cube_count_elemwise};
 
+mod activation;
 mod attention;
 mod int8;
 mod matmul;
 mod norm;
 mod pool;
 
+pub use activation::gelu;
 pub use attention::attention;
 pub use int8::{CODES_PER_WORD, embedding_int8, matmul_int8, pack_codes};
 pub use matmul::matmul;
-pub use norm::{l2_normalize, rms_norm};
+pub use norm::{l2_normalize, layer_norm, rms_norm};
 pub use pool::mean_pool;
 
 /// The contiguous GPU tensor under `t` if it holds `dtype` (f32 values, i32 ids and packed
@@ -63,6 +66,16 @@ fn product_shape<const D: usize>(mut x: [usize; D], n: usize) -> (usize, [usize;
     let m = x[..D - 1].iter().product();
     x[D - 1] = n;
     (m, x)
+}
+
+/// A product's bias for a kernel argument: the GPU tensor under `bias`, or where there is none
+/// any bound buffer (`like`: the kernel is compiled without the bias and never reads it).
+/// `None` where a bias is given but cannot be read on the GPU (the caller runs the reference).
+fn bias_arg(bias: Option<&Tensor<1>>, like: &CubeTensor) -> Option<CubeTensor> {
+    match bias {
+        Some(b) => gpu(b, DType::F32),
+        None => Some(like.clone()),
+    }
 }
 
 fn contiguous(t: CubeTensor) -> CubeTensor {

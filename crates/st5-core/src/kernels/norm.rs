@@ -1,12 +1,12 @@
-//! Row normalisations, one unit per row: T5's RMS norm and the L2 normalisation of the
-//! sentence embeddings.
+//! Row normalisations, one unit per row: T5's RMS norm, BERT's and MPNet's LayerNorm (with a
+//! bias), and the L2 normalisation of the sentence embeddings.
 
 use burn::tensor::DType::F32;
 use burn::tensor::Tensor;
 use burn_cubecl::CubeBackend;
 
 use super::{gpu, output};
-use cube::{l2_normalize_kernel, rms_norm_kernel};
+use cube::{l2_normalize_kernel, layer_norm_kernel, rms_norm_kernel};
 
 /// The kernels, in cubecl's dialect of Rust (its `Tensor` is a kernel argument, not burn's).
 mod cube {
@@ -31,6 +31,40 @@ mod cube {
         let inv = (sum_of_squares(x, base, d) / f32::cast_from(d) + eps).sqrt().recip();
         for i in 0..d {
             out[base + i] = x[base + i] * inv * weight[i];
+        }
+    }
+
+    /// One unit per row: `torch.nn.LayerNorm`, `(x - mean) · (var + eps)^-½ · weight + bias`
+    /// with the variance biased (÷ d), as the reference computes it: the mean, then the mean of
+    /// the centred squares. `x`, `out`: `[rows, d]`; `weight`, `bias`: `[d]`.
+    #[cube(launch)]
+    pub fn layer_norm_kernel(
+        x: &Tensor<f32>,
+        weight: &Tensor<f32>,
+        bias: &Tensor<f32>,
+        out: &mut Tensor<f32>,
+        rows: usize,
+        d: usize,
+        eps: f32,
+    ) {
+        let row = ABSOLUTE_POS;
+        if row >= rows {
+            terminate!();
+        }
+        let base = row * d;
+        let mut sum = f32::new(0.0);
+        for i in 0..d {
+            sum += x[base + i];
+        }
+        let mean = sum / f32::cast_from(d);
+        let mut squares = f32::new(0.0);
+        for i in 0..d {
+            let c = x[base + i] - mean;
+            squares += c * c;
+        }
+        let inv = (squares / f32::cast_from(d) + eps).sqrt().recip();
+        for i in 0..d {
+            out[base + i] = (x[base + i] - mean) * inv * weight[i] + bias[i];
         }
     }
 
@@ -76,6 +110,33 @@ pub fn rms_norm(x: &Tensor<3>, weight: &Tensor<1>, eps: f64) -> Option<Tensor<3>
         dim,
         xc.into_tensor_arg(),
         wc.into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        rows,
+        d,
+        eps as f32,
+    );
+    Some(Tensor::from_primitive::<CubeBackend>(out))
+}
+
+/// `torch.nn.LayerNorm` over the last axis in one kernel: `x` `[batch, seq, d]`, `weight` and
+/// `bias` `[d]` → `[batch, seq, d]`. `None` where the reference must run.
+pub fn layer_norm(
+    x: &Tensor<3>,
+    weight: &Tensor<1>,
+    bias: &Tensor<1>,
+    eps: f64,
+) -> Option<Tensor<3>> {
+    let (xc, wc, bc) = (gpu(x, F32)?, gpu(weight, F32)?, gpu(bias, F32)?);
+    let [b, s, d] = x.dims();
+    let rows = b * s;
+    let (out, count, dim) = output(&xc, [b, s, d], rows);
+    layer_norm_kernel::launch(
+        &xc.client.clone(),
+        count,
+        dim,
+        xc.into_tensor_arg(),
+        wc.into_tensor_arg(),
+        bc.into_tensor_arg(),
         out.clone().into_tensor_arg(),
         rows,
         d,
