@@ -5,40 +5,20 @@ use burn::tensor::DType::F32;
 use burn::tensor::Tensor;
 use burn_cubecl::CubeBackend;
 
-use super::{gpu, output};
-use cube::{l2_normalize_kernel, layer_norm_kernel, rms_norm_kernel};
+use super::{bias_arg, gpu, output};
+use cube::{l2_normalize_kernel, norm_kernel};
 
 /// The kernels, in cubecl's dialect of Rust (its `Tensor` is a kernel argument, not burn's).
 mod cube {
     use cubecl::prelude::*;
 
-    /// One unit per row: `out = x · (mean(x²) + eps)^-½ · weight`, in the reference's order.
-    /// `x`, `out`: `[rows, d]`; `weight`: `[d]`.
+    /// One unit per row: T5's RMS norm, `out = x · (mean(x²) + eps)^-½ · weight`, or with
+    /// `centred` `torch.nn.LayerNorm`, `(x - mean) · (var + eps)^-½ · weight + bias` with the
+    /// variance biased (÷ d); in the references' order: the mean, then the mean of the (centred)
+    /// squares. `x`, `out`: `[rows, d]`; `weight`, `bias`: `[d]` (`bias` unread unless
+    /// `centred`).
     #[cube(launch)]
-    pub fn rms_norm_kernel(
-        x: &Tensor<f32>,
-        weight: &Tensor<f32>,
-        out: &mut Tensor<f32>,
-        rows: usize,
-        d: usize,
-        eps: f32,
-    ) {
-        let row = ABSOLUTE_POS;
-        if row >= rows {
-            terminate!();
-        }
-        let base = row * d;
-        let inv = (sum_of_squares(x, base, d) / f32::cast_from(d) + eps).sqrt().recip();
-        for i in 0..d {
-            out[base + i] = x[base + i] * inv * weight[i];
-        }
-    }
-
-    /// One unit per row: `torch.nn.LayerNorm`, `(x - mean) · (var + eps)^-½ · weight + bias`
-    /// with the variance biased (÷ d), as the reference computes it: the mean, then the mean of
-    /// the centred squares. `x`, `out`: `[rows, d]`; `weight`, `bias`: `[d]`.
-    #[cube(launch)]
-    pub fn layer_norm_kernel(
+    pub fn norm_kernel(
         x: &Tensor<f32>,
         weight: &Tensor<f32>,
         bias: &Tensor<f32>,
@@ -46,17 +26,21 @@ mod cube {
         rows: usize,
         d: usize,
         eps: f32,
+        #[comptime] centred: bool,
     ) {
         let row = ABSOLUTE_POS;
         if row >= rows {
             terminate!();
         }
         let base = row * d;
-        let mut sum = f32::new(0.0);
-        for i in 0..d {
-            sum += x[base + i];
+        let mut mean = f32::new(0.0);
+        if centred {
+            let mut sum = f32::new(0.0);
+            for i in 0..d {
+                sum += x[base + i];
+            }
+            mean = sum / f32::cast_from(d);
         }
-        let mean = sum / f32::cast_from(d);
         let mut squares = f32::new(0.0);
         for i in 0..d {
             let c = x[base + i] - mean;
@@ -64,7 +48,11 @@ mod cube {
         }
         let inv = (squares / f32::cast_from(d) + eps).sqrt().recip();
         for i in 0..d {
-            out[base + i] = (x[base + i] - mean) * inv * weight[i] + bias[i];
+            let mut v = (x[base + i] - mean) * inv * weight[i];
+            if centred {
+                v += bias[i];
+            }
+            out[base + i] = v;
         }
     }
 
@@ -100,22 +88,7 @@ mod cube {
 /// T5's RMS norm in one kernel: `x` `[batch, seq, d]`, `weight` `[d]` → `[batch, seq, d]`.
 /// `None` where the reference must run (see [`crate::kernels`]).
 pub fn rms_norm(x: &Tensor<3>, weight: &Tensor<1>, eps: f64) -> Option<Tensor<3>> {
-    let (xc, wc) = (gpu(x, F32)?, gpu(weight, F32)?);
-    let [b, s, d] = x.dims();
-    let rows = b * s;
-    let (out, count, dim) = output(&xc, [b, s, d], rows);
-    rms_norm_kernel::launch(
-        &xc.client.clone(),
-        count,
-        dim,
-        xc.into_tensor_arg(),
-        wc.into_tensor_arg(),
-        out.clone().into_tensor_arg(),
-        rows,
-        d,
-        eps as f32,
-    );
-    Some(Tensor::from_primitive::<CubeBackend>(out))
+    norm(x, weight, None, eps)
 }
 
 /// `torch.nn.LayerNorm` over the last axis in one kernel: `x` `[batch, seq, d]`, `weight` and
@@ -126,11 +99,22 @@ pub fn layer_norm(
     bias: &Tensor<1>,
     eps: f64,
 ) -> Option<Tensor<3>> {
-    let (xc, wc, bc) = (gpu(x, F32)?, gpu(weight, F32)?, gpu(bias, F32)?);
+    norm(x, weight, Some(bias), eps)
+}
+
+/// [`norm_kernel`] launched over `x`'s rows: centred (LayerNorm) where there is a `bias`.
+fn norm(
+    x: &Tensor<3>,
+    weight: &Tensor<1>,
+    bias: Option<&Tensor<1>>,
+    eps: f64,
+) -> Option<Tensor<3>> {
+    let (xc, wc) = (gpu(x, F32)?, gpu(weight, F32)?);
+    let bc = bias_arg(bias, &wc)?;
     let [b, s, d] = x.dims();
     let rows = b * s;
     let (out, count, dim) = output(&xc, [b, s, d], rows);
-    layer_norm_kernel::launch(
+    norm_kernel::launch(
         &xc.client.clone(),
         count,
         dim,
@@ -141,6 +125,7 @@ pub fn layer_norm(
         rows,
         d,
         eps as f32,
+        bias.is_some(),
     );
     Some(Tensor::from_primitive::<CubeBackend>(out))
 }
