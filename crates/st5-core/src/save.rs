@@ -80,8 +80,9 @@ impl ModuleVisitor for Collect<'_> {
 
 /// Saves `model` to `dir` in the sentence-transformers layout, replacing what is there only once
 /// everything is written. An `encdec-first` model keeps its decoder in `model.safetensors` (the
-/// Hugging Face T5 names) and gets the pooling mode [`ENCDEC_POOLING_MODE`](crate::layout::ENCDEC_POOLING_MODE), which st5 loads
-/// back as `encdec-first` and Python sentence-transformers refuses (it has no such pooling).
+/// Hugging Face T5 names) and gets the pooling mode
+/// [`ENCDEC_POOLING_MODE`](crate::layout::ENCDEC_POOLING_MODE), which st5 loads back as
+/// `encdec-first` and Python sentence-transformers refuses (it has no such pooling).
 pub fn save_sentence_transformers(
     model: &SentenceModel,
     dir: &Path,
@@ -174,7 +175,7 @@ pub fn save_sentence_transformers(
         })
         .collect();
     SentenceTransformersDir {
-        config: options.config.clone(),
+        config: &options.config,
         tokenizer_json: options.tokenizer_json,
         max_seq_length: options.max_seq_length,
         pooling: model.variant,

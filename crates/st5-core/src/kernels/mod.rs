@@ -1,5 +1,5 @@
-//! Fused GPU kernels for the forward pass of every family (cubecl: WGSL on WebGPU, wgpu natively), one file
-//! per kernel family.
+//! Fused GPU kernels for the forward pass of every family (cubecl: WGSL on WebGPU, wgpu
+//! natively), one file per kernel family.
 //!
 //! burn runs T5's RMS norm as 7 kernels (square, mean, add, sqrt, recip, two products) and
 //! self-attention as about 12 (head copies, two batched matmuls, bias and mask adds, softmax's
@@ -14,9 +14,9 @@
 //!   projection reads;
 //! - [`matmul`] (`matmul.rs`): the Linear layers' matrix product and bias, register-tiled (see
 //!   there for why);
-//! - [`matmul_int8`] and [`embedding_int8`] (`int8.rs`): the same product (and bias) and the embedding
-//!   lookup reading int8 weights, packed four codes to a word ([`pack_codes`]), dequantized in
-//!   registers.
+//! - [`matmul_int8`] and [`embedding_int8`] (`int8.rs`): the same product (and bias) and the
+//!   embedding lookup reading int8 weights, packed four codes to a word ([`pack_codes`]),
+//!   dequantized in registers.
 //!
 //! st5-mini's forward pass on WebGPU went from 35 pipelines and 105 dispatches to 9 and 31.
 //!

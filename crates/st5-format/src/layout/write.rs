@@ -33,7 +33,7 @@ pub struct DenseModule {
 #[derive(Debug, Clone)]
 pub struct SentenceTransformersDir<'a> {
     /// The encoder's `config.json`, as parsed JSON (kept as given, so unknown keys survive).
-    pub config: serde_json::Value,
+    pub config: &'a serde_json::Value,
     /// The tokenizer's `tokenizer.json` bytes (written without whitespace between tokens).
     pub tokenizer_json: &'a [u8],
     pub max_seq_length: usize,
@@ -269,7 +269,7 @@ mod tests {
         ] {
             let dir = root.join(dtype.to_string());
             let written = SentenceTransformersDir {
-                config: config.clone(),
+                config: &config,
                 tokenizer_json: tokenizer,
                 max_seq_length: 9,
                 pooling,
@@ -330,7 +330,7 @@ mod tests {
     fn a_dense_module_without_a_weight_is_refused() {
         let dir = std::env::temp_dir().join(format!("st5-layout-bad-{}", std::process::id()));
         let written = SentenceTransformersDir {
-            config: json!({ "model_type": "bert" }),
+            config: &json!({ "model_type": "bert" }),
             tokenizer_json: b"{}",
             max_seq_length: 8,
             pooling: Variant::EncMean,
