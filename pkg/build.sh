@@ -5,7 +5,9 @@
 # with gemm's kernels on relaxed SIMD's fused multiply-add, the `relaxed-simd` feature), which
 # runtime.js loads where the browser validates relaxed SIMD. The second build recompiles only
 # gemm and the crates above it.
-# --no-opt: wasm-pack would download wasm-opt (offline here), Debian's binaryen 108 emits
+# Each module is `cargo build` for wasm32, then `wasm-bindgen --target web` for the JS glue and
+# TypeScript declarations: what `wasm-pack build --no-pack --no-opt` ran, without a tool that a
+# fresh machine compiles from source for minutes. No wasm-opt: Debian's binaryen 108 emits
 # modules Chromium rejects, and npm's binaryen 132 (`wasm-opt -Oz`) made a module that gzips
 # larger (2.88 MB) than this build with its name section stripped (2.72 MB).
 # The tools are checked first and both modules are built in a scratch folder: pkg/wasm/ is
@@ -13,10 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# wasm-pack runs wasm-bindgen from PATH, which must be the wasm-bindgen crate's exact version.
+# The wasm-bindgen CLI must be the wasm-bindgen crate's exact version.
 bindgen=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print }' ../Cargo.lock)
 missing=()
-command -v wasm-pack >/dev/null || missing+=("wasm-pack")
 [ "$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }')" = "$bindgen" ] || missing+=("wasm-bindgen $bindgen")
 [ -d "$(rustc --print sysroot 2>/dev/null)/lib/rustlib/wasm32-unknown-unknown" ] ||
   missing+=("the wasm32-unknown-unknown target")
@@ -29,13 +30,16 @@ fi
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/st5-pkg.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
+target=$(cargo metadata --format-version 1 --no-deps --locked |
+  node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).target_directory))')
 build() {
-  wasm-pack build ../crates/st5-wasm --target web --out-dir "$scratch/$1" --out-name st5_wasm \
-    --no-pack --no-gitignore --no-opt --profile wasm "${@:2}"
+  cargo build --locked --lib -p st5-wasm --target wasm32-unknown-unknown --profile wasm "${@:2}"
+  wasm-bindgen "$target/wasm32-unknown-unknown/wasm/st5_wasm.wasm" --target web --typescript \
+    --out-dir "$scratch/$1" --out-name st5_wasm
   node tools/strip-names.mjs "$scratch/$1/st5_wasm_bg.wasm"
 }
 build wasm
-build wasm-relaxed -- --features relaxed-simd
+build wasm-relaxed --features relaxed-simd
 # The glue is generated from the exports, which the feature does not change: one copy serves both.
 if ! cmp -s "$scratch/wasm/st5_wasm.js" "$scratch/wasm-relaxed/st5_wasm.js"; then
   echo "pkg/build.sh: the two builds' JS glue differs; runtime.js assumes one glue" >&2

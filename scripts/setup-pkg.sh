@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building the npm package (pkg/build.sh) needs, each step skipped when already
 # done: Node.js with npm (Debian's packages when there is none; any Node ≥ 20 will do), the
-# wasm32 target, wasm-pack, and wasm-bindgen at exactly the wasm-bindgen crate's version
-# (wasm-pack cannot download it offline). The demo (www/serve.sh) and the test command's setup
+# wasm32 target, and wasm-bindgen-cli at exactly the wasm-bindgen crate's version (the JS glue's
+# generator, and wasm-bindgen-test-runner for scripts/wasm-test.sh). The demo (www/serve.sh) and the test command's setup
 # (scripts/setup-test.sh) both run it; with ST5_SKIP_BROWSER=1 it installs Node alone (the test
 # command's JS format check needs it).
 set -euo pipefail
@@ -13,10 +13,5 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || bash script
 [ "${ST5_SKIP_BROWSER:-0}" = 1 ] && exit 0
 
 rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
-if ! wasm-pack --version 2>/dev/null | grep -q "0.15.1"; then
-  cargo install wasm-pack --version 0.15.1 --locked
-fi
 bindgen=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print }' Cargo.lock)
-if [ "$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }')" != "$bindgen" ]; then
-  cargo install wasm-bindgen-cli --version "$bindgen"
-fi
+bash scripts/cargo-install.sh wasm-bindgen-cli "$bindgen"

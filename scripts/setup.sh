@@ -2,7 +2,7 @@
 # Sets up what the main job (README quick start, step 1: build `st5` and search with the built-in
 # model) needs on a fresh machine: a Rust toolchain (rust-toolchain.toml pins it; rustup installs
 # it on first use) and the built-in model's weights, committed in parts. The test command's own
-# tools (lavapipe, Chromium, wasm-pack, ...) are installed by scripts/setup-test.sh, which
+# tools (lavapipe, Chromium, wasm-bindgen-cli, ...) are installed by scripts/setup-test.sh, which
 # scripts/test.sh runs.
 set -euo pipefail
 

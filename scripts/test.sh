@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command. Installs the test tools (scripts/setup-test.sh), then:
-# 1. checks format and lints: `cargo fmt --check`, Prettier over the JS, vendor/check-patch.sh
-#    (each vendored crate is its crates.io release plus its st5.patch), and clippy with warnings
-#    denied;
+# 1. checks format: `cargo fmt --check`, Prettier over the JS, vendor/check-patch.sh (each
+#    vendored crate is its crates.io release plus its st5.patch); clippy, with warnings denied,
+#    lints every workspace crate inside the builds that follow;
 # 2. builds the `st5` and `trainer` binaries (and `trainer-mpi`, with the `mpi` feature, which
 #    tests/mpi.rs runs under `mpirun -np 2`) and runs every native test in one release build
 #    (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then the fuzz
@@ -11,7 +11,7 @@
 #    package as pkg/build.sh builds it (its SIMD128 and relaxed-SIMD modules; packed, installed
 #    into a scratch app), the demo page (www/), memory held flat over long sessions, the package
 #    in Node.js, and the package built into an app by Vite and webpack; the package's core paths
-#    in Firefox and WebKit too (engines.test.mjs); and `wasm-pack test` (scripts/wasm-test.sh:
+#    in Firefox and WebKit too (engines.test.mjs); and the wasm crate's own tests (scripts/wasm-test.sh:
 #    the wasm crate's exports from Rust in Chromium, built with the package's profile).
 # Prints the total: tests passed, failed, and skipped (libtest's ignored, and each `skipped:`
 # line a test prints when an opt-out such as ST5_SKIP_WGPU=1 leaves out part or all of it; a
@@ -22,18 +22,33 @@ cd "$(dirname "$0")/.."
 # tests/serve.rs drives `st5 serve` with the real Python clients from this venv.
 export ST5_CLIENTS_VENV=${ST5_CLIENTS_VENV:-/var/tmp/st5-clients}
 export ST5_CLIENTS_PYTHON=$ST5_CLIENTS_VENV/bin/python
+# Each step's wall time, printed above the total: where a run's time goes.
+timings=()
+step_start=$SECONDS
+step() {
+  timings+=("$(printf '%6d s  %s' $((SECONDS - step_start)) "$1")")
+  step_start=$SECONDS
+}
 bash scripts/setup-test.sh
 bash scripts/model-parts.sh join   # models/*/model.safetensors, committed in parts
+step "install the test tools (scripts/setup-test.sh)"
 
-# Format and lints first: they take a minute, and a failure here is the cheapest to read.
+# Format first: it takes seconds, and a failure here is the cheapest to read.
 cargo fmt --all --check
 (cd tests/browser && npm ci --no-audit --no-fund --omit=optional)   # Prettier, playwright-core
 tests/browser/node_modules/.bin/prettier --check .
 # vendor/: each patched crate is its crates.io release plus its st5.patch, nothing else.
 bash vendor/check-patch.sh
-# A check build (no code generation): every crate, st5-wasm included, compiled for the host.
-cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo clippy --workspace --all-targets --locked --features st5-trainer/mpi -- -D warnings
+step "format checks (cargo fmt, Prettier, vendor patches)"
+
+# Clippy lints inside the builds below instead of in a check build of its own: cargo hands each
+# workspace crate to clippy-driver (RUSTC_WORKSPACE_WRAPPER, as `cargo clippy` does), which lints
+# it and then compiles it as rustc would; dependencies compile as usual. A separate `cargo clippy`
+# type-checked every dependency once more (13m23s of a fresh machine's run). Every target the
+# tests build is linted with warnings denied: the binaries with and without `mpi`, each crate's
+# tests and examples (cargo test), and st5-wasm and its browser tests for wasm32 (pkg/build.sh,
+# scripts/wasm-test.sh). CLIPPY_ARGS is how cargo-clippy passes `-D warnings` to the driver.
+export RUSTC_WORKSPACE_WRAPPER=clippy-driver CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 # The trainer with MPI (the `mpi` feature) for tests/mpi.rs, kept as `trainer-mpi`; then the
 # plain binaries (both builds stay cached, so the switch is a relink).
@@ -41,18 +56,26 @@ bin=${CARGO_TARGET_DIR:-target}/release
 cargo build --release --locked --bin st5 --bin trainer --features st5-trainer/mpi
 cp "$bin/trainer" "$bin/trainer-mpi"
 cargo build --release --locked --bin st5 --bin trainer
+step "release build (st5, trainer, trainer-mpi)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # default-members: every crate but st5-wasm, the feature set `cargo build` used just above.
 cargo test --release --locked -- --test-threads 1 2>&1 | tee "$log"
-# Every parser of outside bytes, fuzzed for a few seconds each from its corpus (nightly).
-bash fuzz/smoke.sh 2>&1 | tee -a "$log"
+step "native tests (cargo test)"
+# Every parser of outside bytes, fuzzed for a few seconds each from its corpus (nightly, which
+# has no clippy here).
+env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS bash fuzz/smoke.sh 2>&1 | tee -a "$log"
+step "fuzz smoke run"
 if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
   bash pkg/build.sh 2>&1 | tee -a "$log"
+  step "npm package build (pkg/build.sh)"
   bash scripts/wasm-test.sh 2>&1 | tee -a "$log"
+  step "wasm crate tests (scripts/wasm-test.sh)"
   (cd tests/browser && node npm.test.mjs && node demo.test.mjs && node memory.test.mjs && node node.test.mjs &&
     node bundler.test.mjs && node engines.test.mjs) 2>&1 | tee -a "$log"
+  step "browser and Node tests"
 fi
+printf '%s\n' "time per step:" "${timings[@]}" "$(printf '%6d s  %s' "$SECONDS" "in all")"
 # Each skip is named with its reason above the total: libtest's ignored tests by name, and every
 # `skipped:` line as the test printed it.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }

@@ -1,4 +1,4 @@
-//! `wasm-pack test` in the browser (`scripts/wasm-test.sh`: headless Chromium through
+//! The wasm crate's tests in the browser (`scripts/wasm-test.sh`: headless Chromium through
 //! ChromeDriver): the st5-wasm exports the npm package wraps, called from Rust with no JS layer in
 //! between. `FilePlanner` discovers a model's files from in-memory fixture bytes, round by round as
 //! pkg/files.js does over HTTP; `Model.load` of exactly the planned files reproduces the Python
