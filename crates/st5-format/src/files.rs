@@ -24,17 +24,20 @@ impl FileBytes {
     /// The bytes of the file at `path`: memory-mapped where the platform allows, so that they
     /// stay in the page cache instead of the heap; read otherwise (an empty file, a pipe).
     pub fn map(path: &Path) -> std::io::Result<Self> {
-        let file = std::fs::File::open(path)?;
+        // The file is closed at the end of this block, before `read` opens the path again.
         #[cfg(not(target_arch = "wasm32"))]
-        if file.metadata()?.len() > 0 {
-            // SAFETY: the map is read-only and lives only while a model loads. A file changed
-            // under it by another process would change the bytes read, as a concurrent write
-            // would change a `read`; safetensors validates every offset it parses from them.
-            if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-                return Ok(Self(Arc::new(map)));
+        {
+            let file = std::fs::File::open(path)?;
+            if file.metadata()?.len() > 0 {
+                // SAFETY: the map is read-only and lives only while a model loads. A file
+                // changed under it by another process would change the bytes read, as a
+                // concurrent write would change a `read`; safetensors validates every offset it
+                // parses from them.
+                if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
+                    return Ok(Self(Arc::new(map)));
+                }
             }
         }
-        drop(file);
         std::fs::read(path).map(Self::from)
     }
 }
