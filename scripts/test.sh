@@ -11,8 +11,8 @@
 #    package as pkg/build.sh builds it (its SIMD128 and relaxed-SIMD modules; packed, installed
 #    into a scratch app), the demo page (www/), memory held flat over long sessions, the package
 #    in Node.js, and the package built into an app by Vite and webpack; the package's core paths
-#    in Firefox and WebKit too (engines.test.mjs); and the wasm crate's own tests (scripts/wasm-test.sh:
-#    the wasm crate's exports from Rust in Chromium, built with the package's profile).
+#    in Firefox and WebKit too (engines.test.mjs); and the wasm crate's own tests
+#    (scripts/wasm-test.sh: its exports from Rust in Chromium, built with the package's profile).
 # Prints the total: tests passed, failed, and skipped (libtest's ignored, and each `skipped:`
 # line a test prints when an opt-out such as ST5_SKIP_WGPU=1 leaves out part or all of it; a
 # test that ran its other parts is counted in passed too).
