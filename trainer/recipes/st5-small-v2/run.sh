@@ -4,8 +4,9 @@
 # - data ($ST5_DATA, default /var/tmp/st5-small-v2-data, linked as target/st5-small-v2-data):
 #   the sentences and the teachers' vectors in shards (vectors.py: resumable), the distillation
 #   targets, the NLI triplets, the step-0 student and each stage's model ($ST5_DATA/stages/);
-#   rebuilt when missing. The targets' packed shards (targets/mpnet-pca384/, int8) are committed,
-#   so a new machine embeds only the shards not packed yet;
+#   rebuilt when missing. The targets' packed shards ($ST5_DATA/packed/mpnet-pca384, or
+#   $ST5_PACKED: int8, 104 MB, outside git) spare a new machine the teacher's ~70 minutes when
+#   copied there: vectors.py embeds only the shards not packed yet;
 # - 1-distill, 2-distill (one pass over the sentences, cut in two interleaved halves),
 #   3-distill-more, 5-distill, 6-nli: each stage starts from the one before; a stage interrupted
 #   mid-way resumes from its checkpoint when the data directory survived, else it starts over.

@@ -14,14 +14,17 @@ machine may not have kept; a lost OUT is rebuilt by running this again):
   one pass over the sentences can be cut into N stages that each fit a session, each stage
   seeing every source (the sources are in order in texts.jsonl, so a cut in halves would not).
 
-The chosen targets also live in the repository, so that a new machine starts training at once
-instead of spending ~70 minutes of both cores on the teacher again (`--pack`, run after each
-shard): PACKED/projection.npy (mpnet's top 384 principal directions, fitted once on the first
-shard's 8,192 vectors, as the --dev table's projection was), PACKED/shard-NNNNN.npz (each shard
+The chosen targets are also kept packed (`--pack`, run after each shard), so that a copy of one
+small directory spares a new machine the ~70 minutes of both cores the teacher takes:
+PACKED/projection.npy (mpnet's top 384 principal directions, fitted once on the first shard's
+8,192 vectors, as the --dev table's projection was), PACKED/shard-NNNNN.npz (each shard
 projected, as int8 with one scale a row: 3.1 MB instead of 25 MB; the smallest cosine to the
 f32 projection was 0.99969 on the first shards) and PACKED/texts.sha256 (the sentence list they
-belong to). `--targets mpnet-pca384` is assembled from the packed shards, so every machine
-trains on the same bytes; `--teachers mpnet` skips a shard that is packed.
+belong to). PACKED is $ST5_PACKED, default OUT/packed/mpnet-pca384: outside git (the repository
+holds the product; commit e281380 still holds the packed shards earlier sessions trained on, 104
+MB). `--targets mpnet-pca384` is assembled from the packed shards, so every machine that shares
+them trains on the same bytes; `--teachers mpnet` skips a shard that is packed, so a lost PACKED
+is rebuilt by `--teachers mpnet --pack`.
 
     python trainer/recipes/st5-small-v2/vectors.py --teachers mpnet,minilm
     python trainer/recipes/st5-small-v2/vectors.py --targets mpnet-pca384
@@ -40,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
 from st5_recipes.genre import DEV, scores
 from st5_recipes.teacher import TRAIN, dedup, extra_sentences, sentences, split_sentences
 
@@ -48,7 +50,7 @@ from st5_recipes import teachers
 
 OUT = Path(os.environ.get("ST5_DATA", "/var/tmp/st5-small-v2-data"))
 SHARD = 8192
-PACKED = HERE / "targets" / "mpnet-pca384"
+PACKED = None  # set by main(): $ST5_PACKED, or packed/mpnet-pca384 under --out
 PCA_SHARDS = 1
 
 
@@ -255,6 +257,8 @@ def main():
     ap.add_argument("--split", type=int, default=1, help="also write the targets and sentences in N interleaved parts")
     args = ap.parse_args()
     out = Path(args.out)
+    global PACKED
+    PACKED = Path(os.environ.get("ST5_PACKED", out / "packed" / "mpnet-pca384"))
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "texts.jsonl").exists():
         write_texts(out)
