@@ -9,6 +9,9 @@
 import { serve, transfer } from './rpc.js';
 
 let handle = null;
+// A run of rows read at once: gaps of at most GAP rows inside it, at most SPAN rows in all.
+const GAP = 64;
+const SPAN = 4096;
 
 serve(
   {
@@ -23,11 +26,26 @@ serve(
       if (handle.write(bytes, { at }) !== bytes.length) throw new Error('st5: short write to the rescoring file');
     },
     rows({ ids, row }) {
+      // In id order, one read per run of nearby rows: each read of a sync access handle is a call
+      // into the browser (~0.3 ms in headless Chromium), while reading a gap of up to GAP unwanted
+      // rows costs microseconds. A batch of queries shares most of its candidates' runs.
       const out = new Uint8Array(ids.length * row);
-      ids.forEach((id, i) => {
-        if (handle.read(out.subarray(i * row, (i + 1) * row), { at: id * row }) !== row)
-          throw new Error(`st5: the rescoring file lacks row ${id}`);
-      });
+      const order = Array.from(ids.keys()).sort((a, b) => ids[a] - ids[b]);
+      for (let i = 0, j; i < order.length; i = j) {
+        const first = ids[order[i]];
+        for (j = i + 1; j < order.length; j++) {
+          const id = ids[order[j]];
+          if (id - ids[order[j - 1]] > GAP || id - first >= SPAN) break;
+        }
+        const last = ids[order[j - 1]];
+        const span = new Uint8Array((last - first + 1) * row);
+        const got = handle.read(span, { at: first * row });
+        if (got !== span.length) throw new Error(`st5: the rescoring file lacks row ${first + Math.floor(got / row)}`);
+        for (let t = i; t < j; t++) {
+          const at = (ids[order[t]] - first) * row;
+          out.set(span.subarray(at, at + row), order[t] * row);
+        }
+      }
       return transfer(out.buffer, [out.buffer]);
     },
     all() {

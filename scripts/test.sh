@@ -4,15 +4,17 @@
 #    vendored crate is its crates.io release plus its st5.patch); clippy, with warnings denied,
 #    lints every workspace crate inside the builds that follow;
 # 2. builds the `st5` and `trainer` binaries (and `trainer-mpi`, with the `mpi` feature, which
-#    tests/mpi.rs runs under `mpirun -np 2`) and runs every native test in one release build
-#    (the CLI tests drive the binary; the parity tests run on flex and on wgpu), then the fuzz
-#    smoke run (fuzz/smoke.sh: each cargo-fuzz target for a few seconds);
-# 3. runs the browser tests in headless Chromium (WebGPU and CPU), through Playwright: the npm
-#    package as pkg/build.sh builds it (its SIMD128 and relaxed-SIMD modules; packed, installed
-#    into a scratch app), the demo page (www/), memory held flat over long sessions, the package
-#    in Node.js, and the package built into an app by Vite and webpack; the package's core paths
-#    in Firefox and WebKit too (engines.test.mjs); and the wasm crate's own tests
-#    (scripts/wasm-test.sh: its exports from Rust in Chromium, built with the package's profile).
+#    tests/mpi.rs runs under `mpirun -np 2`) and the native tests, in one release build;
+# 3. then two lanes side by side, each printing its output: the native lane runs every native
+#    test (the CLI tests drive the binary; the parity tests run on flex and on wgpu), the fuzz
+#    smoke run (fuzz/smoke.sh: each cargo-fuzz target for a few seconds) and the wasm crate's
+#    own tests (scripts/wasm-test.sh: its exports from Rust in Chromium, built with the
+#    package's profile); the front lane builds the npm package (pkg/build.sh: its SIMD128 and
+#    relaxed-SIMD modules) and runs the browser tests in headless Chromium (WebGPU and CPU),
+#    through Playwright: the package packed and installed into a scratch app, the demo page
+#    (www/), memory held flat over long sessions, the package in Node.js, and the package built
+#    into an app by Vite and webpack; the package's core paths in Firefox and WebKit too
+#    (engines.test.mjs).
 # Prints the total: tests passed, failed, and skipped (libtest's ignored, and each `skipped:`
 # line a test prints when an opt-out such as ST5_SKIP_WGPU=1 leaves out part or all of it; a
 # test that ran its other parts is counted in passed too).
@@ -58,23 +60,56 @@ cp "$bin/trainer" "$bin/trainer-mpi"
 cargo build --release --locked --bin st5 --bin trainer
 step "release build (st5, trainer, trainer-mpi)"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-# default-members: every crate but st5-wasm, the feature set `cargo build` used just above.
-cargo test --release --locked -- --test-threads 1 2>&1 | tee "$log"
-step "native tests (cargo test)"
-# Every parser of outside bytes, fuzzed for a few seconds each from its corpus (nightly, which
-# has no clippy here).
-env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS bash fuzz/smoke.sh 2>&1 | tee -a "$log"
-step "fuzz smoke run"
-if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
+lane=$(mktemp)
+trap 'rm -f "$log" "$lane"; [ -z "${native:-}" ] || kill -- -"$native" 2>/dev/null || true' EXIT
+# default-members: every crate but st5-wasm, the feature set `cargo build` used just above. Built
+# here, so that the run below compiles nothing.
+cargo test --release --locked --no-run
+step "native test build (cargo test --no-run)"
+
+# The native lane: the workspace's tests, then every parser of outside bytes fuzzed for a few
+# seconds each from its corpus (nightly, which has no clippy here), then the wasm crate's tests
+# (after pkg/build.sh, whose dependencies they share: cargo's lock makes them wait for it). Each
+# part prints its time as a `lane-step:` line.
+native_lane() {
+  local t=$SECONDS
+  cargo test --release --locked -- --test-threads 1
+  echo "lane-step: $((SECONDS - t)) native tests (cargo test)" && t=$SECONDS
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS bash fuzz/smoke.sh
+  echo "lane-step: $((SECONDS - t)) fuzz smoke run" && t=$SECONDS
+  if [ "${ST5_SKIP_BROWSER:-0}" != 1 ]; then
+    bash scripts/wasm-test.sh
+    echo "lane-step: $((SECONDS - t)) wasm crate tests (scripts/wasm-test.sh)"
+  fi
+}
+if [ "${ST5_SKIP_BROWSER:-0}" = 1 ]; then
+  native_lane 2>&1 | tee -a "$log"
+else
+  # Beside the package build and the browser tests: on 2 cores neither lane keeps both busy
+  # (the native tests run one at a time, the browser tests wait on SwiftShader and OPFS, a
+  # fat-LTO link is one thread). Its own process group (set -m), so that a failure in front
+  # stops it; its output is printed when it ends.
+  set -m
+  native_lane </dev/null >"$lane" 2>&1 &
+  native=$!
+  set +m
   bash pkg/build.sh 2>&1 | tee -a "$log"
-  step "npm package build (pkg/build.sh)"
-  bash scripts/wasm-test.sh 2>&1 | tee -a "$log"
-  step "wasm crate tests (scripts/wasm-test.sh)"
+  step "npm package build (pkg/build.sh), beside the native lane"
   (cd tests/browser && node npm.test.mjs && node demo.test.mjs && node memory.test.mjs && node node.test.mjs &&
     node bundler.test.mjs && node engines.test.mjs) 2>&1 | tee -a "$log"
-  step "browser and Node tests"
+  step "browser and Node tests, beside the native lane"
+  status=0
+  wait "$native" || status=$?
+  native=
+  echo "---- the native lane (native tests, fuzz smoke run, wasm crate tests) ----"
+  tee -a "$log" <"$lane"
+  step "waiting for the native lane"
+  [ "$status" = 0 ] || { echo "the native lane failed (exit $status): its output is above" >&2; exit "$status"; }
 fi
+# The native lane's own steps, after the front's.
+while read -r _ secs name; do
+  timings+=("$(printf '%6d s  %s' "$secs" "$name (native lane)")")
+done < <(grep '^lane-step: ' "$log")
 printf '%s\n' "time per step:" "${timings[@]}" "$(printf '%6d s  %s' "$SECONDS" "in all")"
 # Each skip is named with its reason above the total: libtest's ignored tests by name, and every
 # `skipped:` line as the test printed it.
