@@ -169,15 +169,18 @@ const failed = await runCases([
   [
     'the_page_leaves_batches_to_workers_loading_on_every_core',
     async () => {
-      // PoolModel alone, over a fake page model and fake workers that load after 50 ms: which
-      // batches of a first call the page runs itself, by cores and by whether the workers load.
+      // PoolModel alone, over a fake page model and fake workers: which batches of a first call
+      // the page runs itself, by cores and by whether the workers load. Where the page should run
+      // all 8, the workers load once it has (or after 2 s, when it has not: the case fails); else
+      // after 50 ms. No outcome depends on how fast timers fire on a loaded machine.
       const { PoolModel } = await import(pathToFileURL(join(app, 'node_modules/st5/pool.js')).href);
       const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
-      const fake = (runs) => ({
+      const fake = (runs, ranAll = () => {}) => ({
         dim: 1,
         planBatches: (texts) => texts.map((_, i) => [i]),
         embedFlat: async (texts) => {
           runs.push(texts[0]);
+          if (runs.length === 8) ranAll();
           await sleep(5);
           return new Float32Array(texts.map(Number));
         },
@@ -192,12 +195,14 @@ const failed = await runCases([
       ];
       for (const [workers, cores, loads, want] of cases) {
         const page = [];
+        let ranAll;
+        const pageRanAll = new Promise((ok) => (ranAll = ok));
         const spawners = Array.from({ length: workers }, () => async () => {
-          await sleep(50);
+          await (want === 8 && loads ? Promise.race([pageRanAll, sleep(2000)]) : sleep(50));
           if (!loads) throw new Error('this worker fails to start');
           return fake([]);
         });
-        const pool = new PoolModel(fake(page), spawners, cores);
+        const pool = new PoolModel(fake(page, ranAll), spawners, cores);
         const texts = Array.from({ length: 8 }, (_, i) => String(i));
         const warn = console.warn;
         console.warn = () => {};
