@@ -244,10 +244,12 @@ fn each_text_is_embedded_once_per_run() {
         glue_dir: None,
         tasks: st5_eval::expand_tasks("stsb,geometry,stsb").unwrap(),
         protocol: Default::default(),
+        query_prefix: String::new(),
+        document_prefix: String::new(),
     };
     let mut calls = 0;
     let mut seen = 0;
-    let report = st5_eval::run(&options, &mut |texts| {
+    let report = st5_eval::run(&options, &mut |texts: &[String]| {
         calls += 1;
         let distinct: std::collections::HashSet<&String> = texts.iter().collect();
         assert_eq!(distinct.len(), texts.len(), "duplicate texts sent to the embedder");
@@ -333,4 +335,158 @@ fn weat_stimuli_parse_with_their_sizes() {
     assert_eq!(sizes, want);
     let err = st5_eval::bias::WeatTest::load(&fixture("eval").join("weat.json")).unwrap_err();
     assert!(err.to_string().contains("weat.json"), "{err}");
+}
+
+/// nDCG@10, recall@10 and @100 and MRR@10 equal pytrec_eval's (trec_eval's, what MTEB reports)
+/// to 1e-6 on every query of a generated run with ties, graded relevance, judged queries with
+/// nothing relevant, empty runs and runs shorter than the cut-offs
+/// (`tests/reference/retrieval_metrics.py`).
+#[test]
+fn retrieval_metrics_equal_pytrec_eval() {
+    use st5_eval::retrieval::metrics;
+    let golden = json("retrieval.json");
+    let queries = golden["queries"].as_array().unwrap();
+    assert_eq!(queries.len(), 60);
+    let pairs = |v: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    let (mut all_qrels, mut all_runs) = (Vec::new(), Vec::new());
+    let mut want_mean = [0.0f64; 4];
+    for q in queries {
+        let qrels: Vec<(String, i64)> =
+            pairs(&q["qrels"]).into_iter().map(|(d, g)| (d, g.as_i64().unwrap())).collect();
+        let run: Vec<(String, f64)> =
+            pairs(&q["run"]).into_iter().map(|(d, s)| (d, s.as_f64().unwrap())).collect();
+        let qr: Vec<(&str, i64)> = qrels.iter().map(|(d, g)| (d.as_str(), *g)).collect();
+        let rn: Vec<(&str, f64)> = run.iter().map(|(d, s)| (d.as_str(), *s)).collect();
+        let got = metrics(&[qr.clone()], &[rn.clone()]);
+        let want = ["ndcg_at_10", "recall_at_10", "recall_at_100", "mrr_at_10"]
+            .map(|k| q[k].as_f64().unwrap());
+        let have = [got.ndcg_at_10, got.recall_at_10, got.recall_at_100, got.mrr_at_10];
+        for ((name, w), h) in ["nDCG@10", "R@10", "R@100", "MRR@10"].iter().zip(want).zip(have) {
+            assert!((w - h).abs() <= 1e-6, "{} {name}: {h} against pytrec_eval's {w}", q["id"]);
+        }
+        for (m, w) in want_mean.iter_mut().zip(want) {
+            *m += w / queries.len() as f64;
+        }
+        all_qrels.push(qrels);
+        all_runs.push(run);
+    }
+    let qr: Vec<Vec<(&str, i64)>> =
+        all_qrels.iter().map(|q| q.iter().map(|(d, g)| (d.as_str(), *g)).collect()).collect();
+    let rn: Vec<Vec<(&str, f64)>> =
+        all_runs.iter().map(|q| q.iter().map(|(d, s)| (d.as_str(), *s)).collect()).collect();
+    let m = metrics(&qr, &rn);
+    let have = [m.ndcg_at_10, m.recall_at_10, m.recall_at_100, m.mrr_at_10];
+    for (w, h) in want_mean.iter().zip(have) {
+        assert!((w - h).abs() <= 1e-6, "mean {h} against {w}");
+    }
+}
+
+/// A small BEIR directory: documents on four topics (one far past the fixture model's window),
+/// queries for three of them, graded judgements, and a query whose judgements are all 0.
+fn tiny_beir(dir: &std::path::Path) {
+    let topics = [
+        ("cats", "A cat sleeps on the warm windowsill in the afternoon sun."),
+        ("trains", "The night train leaves the central station at nine."),
+        ("bread", "Knead the dough and let the bread rise for an hour."),
+        ("rain", "Heavy rain flooded the streets of the old town."),
+    ];
+    let mut corpus = String::new();
+    for (i, (topic, text)) in topics.iter().enumerate() {
+        for j in 0..5 {
+            let body = if i == 3 && j == 0 { text.repeat(60) } else { format!("{text} ({j})") };
+            let row = serde_json::json!({"_id": format!("{topic}-{j}"), "title": topic, "text": body});
+            corpus += &format!("{row}\n");
+        }
+    }
+    std::fs::create_dir_all(dir.join("qrels")).unwrap();
+    std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
+    let queries = [("q1", "where is my cat sleeping"), ("q2", "when does the train leave"), ("q3", "how long does bread rise"), ("q4", "unjudged"), ("q5", "weather")];
+    let q: String = queries.iter().map(|(i, t)| format!("{}\n", serde_json::json!({"_id": i, "text": t}))).collect();
+    std::fs::write(dir.join("queries.jsonl"), q).unwrap();
+    let mut qrels = String::from("query-id\tcorpus-id\tscore\n");
+    for (q, topic) in [("q1", "cats"), ("q2", "trains"), ("q3", "bread")] {
+        for j in 0..5 {
+            qrels += &format!("{q}\t{topic}-{j}\t{}\n", if j == 0 { 2 } else { 1 });
+        }
+    }
+    qrels += "q5\train-1\t0\n";
+    std::fs::write(dir.join("qrels/test.tsv"), qrels).unwrap();
+}
+
+/// `st5 eval --tasks retrieval:DIR` end to end: its figures equal the metrics of an exact cosine
+/// search over `st5 embed`'s vectors of the same texts (the query and `title text`); int8 and
+/// binary codes run and find what exact search finds within their depth; truncation is counted.
+#[test]
+fn st5_eval_retrieval_end_to_end_on_a_fixture_model() {
+    use st5_eval::retrieval::{exact_search, metrics};
+    let dir = scratch_dir("beir-tiny");
+    tiny_beir(&dir);
+    // max_seq_length 60: one document is past it, the others within.
+    let model = fixture("st-mpnet");
+    let spec = format!("retrieval:{}", dir.display());
+    let eval = |codes: &str| -> serde_json::Value {
+        let out = dir.join(format!("eval-{codes}.json"));
+        let o = std::process::Command::new(workspace_bin("st5"))
+            .args(["eval", "--model", model.to_str().unwrap(), "--tasks", &spec, "--codes", codes])
+            .args(["--json", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "st5 eval failed: {}", String::from_utf8_lossy(&o.stderr));
+        let table = String::from_utf8(o.stdout).unwrap();
+        assert!(table.contains("nDCG@10") && table.contains("truncated to it"), "{table}");
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        r["beir"][0].clone()
+    };
+    let exact = eval("none");
+    assert_eq!((exact["queries"].as_u64(), exact["documents"].as_u64()), (Some(4), Some(20)));
+    assert_eq!(exact["truncated_documents"].as_u64(), Some(1), "{exact}");
+    assert_eq!(exact["split"], "test");
+
+    // The same figures from `st5 embed` and the library's metrics.
+    let task = st5_eval::retrieval::BeirTask::load(&dir, "test").unwrap();
+    let embed = |texts: &[String]| -> Vec<f32> {
+        let input = dir.join("texts.txt");
+        std::fs::write(&input, texts.join("\n") + "\n").unwrap();
+        let npy = dir.join("texts.npy");
+        let o = std::process::Command::new(workspace_bin("st5"))
+            .args(["embed", "--model", model.to_str().unwrap(), "--input", input.to_str().unwrap()])
+            .args(["--output", npy.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (data, _, dim) = st5_core::npy::read_f32(&std::fs::read(&npy).unwrap()).unwrap();
+        data.chunks(dim)
+            .flat_map(|v| {
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.iter().map(move |x| x / n)
+            })
+            .collect()
+    };
+    let (q, d) = (embed(&task.queries), embed(&task.docs));
+    let dim = q.len() / task.queries.len();
+    let hits = exact_search(&d, dim, &q, 100);
+    let qrels: Vec<Vec<(&str, i64)>> = task
+        .qrels
+        .iter()
+        .map(|j| j.iter().map(|&(r, g)| (task.doc_ids[r].as_str(), g)).collect())
+        .collect();
+    let runs: Vec<Vec<(&str, f64)>> = hits
+        .iter()
+        .map(|h| h.iter().map(|&(r, s)| (task.doc_ids[r as usize].as_str(), f64::from(s))).collect())
+        .collect();
+    let want = metrics(&qrels, &runs);
+    for (k, w) in [("ndcg_at_10", want.ndcg_at_10), ("recall_at_10", want.recall_at_10), ("mrr_at_10", want.mrr_at_10)] {
+        let h = exact[k].as_f64().unwrap();
+        assert!((h - w).abs() < 1e-6, "{k}: st5 eval {h}, st5 embed + metrics {w}");
+    }
+    // Every document is within the depth: recall@100 is that of the judged queries with a
+    // relevant document (3 of 4), whatever the codes.
+    for codes in ["int8", "binary"] {
+        let r = eval(codes);
+        assert_eq!(r["codes"], codes);
+        assert!((r["recall_at_100"].as_f64().unwrap() - 0.75).abs() < 1e-12, "{r}");
+    }
+    assert!((exact["recall_at_100"].as_f64().unwrap() - 0.75).abs() < 1e-12);
 }

@@ -18,9 +18,10 @@ use st5_core::fingerprint::weights_fingerprint;
 use st5_core::model::l2_normalize_rows;
 use st5_core::prompt::Prompt;
 use st5_core::save::convert;
+use st5_core::tokenizer::Truncation;
 use st5_core::{
     Compute, DEFAULT_BATCH_SIZE, DeviceChoice, Dir, Embedder, Embeddings, FileBytes, LoadOptions,
-    MemoryFiles, OpenDevice, Variant, VectorIndex, WeightDtype,
+    MemoryFiles, OpenDevice, Quantize, Variant, VectorIndex, WeightDtype,
 };
 use st5_hub::ModelSource;
 
@@ -107,13 +108,29 @@ enum Command {
         calibration: Option<PathBuf>,
     },
     /// Evaluate as the paper does: STS (Spearman), SentEval transfer, SentGLUE, alignment/uniformity;
-    /// and, on request, the WEAT/SEAT bias tests (`--tasks bias`).
+    /// on request, the WEAT/SEAT bias tests (`--tasks bias`) and retrieval over a corpus in BEIR's
+    /// layout (`--tasks retrieval:DIR`: nDCG@10, recall@10 and @100, MRR@10).
     Eval {
         #[command(flatten)]
         model: ModelArgs,
-        /// Task groups (sts, transfer, sentglue, geometry, bias) or single tasks (sts12, stsb, sickr, mr, trec, ...).
+        /// Task groups (sts, transfer, sentglue, geometry, bias), single tasks (sts12, stsb, sickr,
+        /// mr, trec, ...), or `retrieval:DIR` (a BEIR directory, its qrels/test.tsv) and
+        /// `retrieval:DIR@SPLIT` (qrels/SPLIT.tsv).
         #[arg(long, default_value = "sts,transfer,sentglue,geometry")]
         tasks: String,
+        /// Retrieval: the vector index's codes searched (none: exact f32; int8 and binary
+        /// rescore their candidates exactly, as `st5 index query` does).
+        #[arg(long, default_value = "none", value_parser = parse_name::<Quantize>)]
+        codes: Quantize,
+        /// Retrieval: candidates per result before rescoring; the codes' default when absent.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        oversample: Option<u64>,
+        /// Retrieval: text put before every query (e.g. `query: ` for e5 models).
+        #[arg(long, default_value = "")]
+        query_prefix: String,
+        /// Retrieval: text put before every document (e.g. `passage: `).
+        #[arg(long, default_value = "")]
+        document_prefix: String,
         /// The evaluation data directory (SentEval layout, as in shared/data); default:
         /// `$ST5_DATA`, else `../shared/data` from the working directory.
         #[arg(long)]
@@ -463,6 +480,58 @@ fn embed(embedder: &Embedder, texts: &[String]) -> st5_core::Result<Embeddings> 
     Ok(out)
 }
 
+/// `st5 eval`'s model: embeds as `st5 embed` does and searches as `st5 index query` does (the
+/// library's index over the chosen codes, exact rescoring after them), on the model's device.
+struct Evaluated<'a> {
+    embedder: &'a Embedder,
+    codes: Quantize,
+    oversample: Option<usize>,
+    limit: Option<u64>,
+}
+
+impl st5_eval::Embed for Evaluated<'_> {
+    fn embed(&mut self, texts: &[String]) -> st5_eval::Result<(Vec<f32>, usize)> {
+        let e = embed(self.embedder, texts).map_err(st5_eval::EvalError::embed)?;
+        Ok((e.data, e.dim))
+    }
+
+    fn truncated(&mut self, texts: &[String]) -> st5_eval::Result<Option<usize>> {
+        let tokenizer = self.embedder.tokenizer();
+        let whole = tokenizer.with_truncation(Truncation::Off).map_err(st5_eval::EvalError::embed)?;
+        let mut n = 0;
+        for chunk in texts.chunks(1024) {
+            let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            let ids = whole.encode_batch(&refs).map_err(st5_eval::EvalError::embed)?;
+            n += ids.iter().filter(|t| t.len() > tokenizer.max_len()).count();
+        }
+        Ok(Some(n))
+    }
+
+    fn search(
+        &mut self,
+        corpus: &[f32],
+        dim: usize,
+        queries: &[f32],
+        k: usize,
+    ) -> st5_eval::Result<Vec<Vec<(u32, f32)>>> {
+        let run = || -> st5_core::Result<Vec<Vec<st5_core::search_index::Hit>>> {
+            let mut index =
+                VectorIndex::with_quantize(dim, self.embedder.device(), self.limit, self.codes)?;
+            index.add(corpus)?;
+            let over = self.oversample.unwrap_or(self.codes.default_oversample());
+            index.search_rescored(queries, k, over, |ids| {
+                Ok(ids.iter().flat_map(|&i| &corpus[i as usize * dim..][..dim]).copied().collect())
+            })
+        };
+        let hits = run().map_err(st5_eval::EvalError::embed)?;
+        Ok(hits.into_iter().map(|q| q.into_iter().map(|h| (h.id, h.score)).collect()).collect())
+    }
+
+    fn codes(&self) -> String {
+        self.codes.to_string()
+    }
+}
+
 fn write_jsonl(mut w: impl Write, e: &Embeddings) -> std::io::Result<()> {
     for row in e.rows() {
         serde_json::to_writer(&mut w, row)?;
@@ -549,7 +618,19 @@ fn main() -> Result<()> {
             eprintln!("wrote {} ({dtype}, {:.1} MB)", output.display(), bytes as f64 / 1e6);
             Ok(())
         }
-        Command::Eval { model, tasks, data, glue_dir, json, outer_folds, inner_folds } => {
+        Command::Eval {
+            model,
+            tasks,
+            codes,
+            oversample,
+            query_prefix,
+            document_prefix,
+            data,
+            glue_dir,
+            json,
+            outer_folds,
+            inner_folds,
+        } => {
             if outer_folds < 2 || inner_folds < 2 {
                 bail!("--outer-folds and --inner-folds must be at least 2");
             }
@@ -562,12 +643,14 @@ fn main() -> Result<()> {
                     inner_folds,
                     ..Default::default()
                 },
+                query_prefix,
+                document_prefix,
             };
             let embedder = model.load()?;
-            let report = st5_eval::run(&options, &mut |texts| {
-                let e = embed(&embedder, texts).map_err(st5_eval::EvalError::embed)?;
-                Ok((e.data, e.dim))
-            })?;
+            let (_, limit) = model.device.device_with_limit()?;
+            let oversample = oversample.map(|o| o as usize);
+            let mut evaluated = Evaluated { embedder: &embedder, codes, oversample, limit };
+            let report = st5_eval::run(&options, &mut evaluated)?;
             print!("{}", report.markdown());
             st5_core::atomic::write(&json, &serde_json::to_vec_pretty(&report)?)?;
             eprintln!("wrote {}", json.display());

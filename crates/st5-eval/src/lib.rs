@@ -1,10 +1,12 @@
 //! `st5-eval`: Sentence-T5 evaluation as the paper does it (Ni et al. 2021, §5): STS12–16, STS-B
 //! and SICK-R (Spearman ×100 of cosine similarity), the SentEval transfer tasks (logistic
 //! regression on frozen embeddings), SentGLUE, alignment/uniformity, and the WEAT/SEAT bias
-//! tests ([`bias`]).
+//! tests ([`bias`]); and retrieval over any corpus in BEIR's layout ([`retrieval`]: nDCG@10,
+//! recall@10 and @100, MRR@10).
 //!
 //! [`run`] loads every requested task, embeds each distinct text once through the caller's
-//! embedding function (so it is independent of model and device), then scores.
+//! [`Embed`] (so it is independent of model and device), has it search the retrieval tasks'
+//! corpora, then scores.
 
 pub mod bias;
 pub mod cv;
@@ -12,6 +14,7 @@ pub mod data;
 pub mod error;
 pub mod glue;
 pub mod logreg;
+pub mod retrieval;
 pub mod stats;
 pub mod tasks;
 
@@ -22,6 +25,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 pub use error::{EvalError, Result};
+use retrieval::{BeirResult, BeirTask};
 use tasks::{
     ClassifyResult, ClassifyTask, Geometry, GeometryTask, Protocol, RetrievalResult, RetrievalTask,
     StsResult, StsTask, Table,
@@ -34,11 +38,13 @@ pub const DEV_TASKS: [&str; 1] = ["stsb-dev"];
 /// Domain retrieval tasks (not in the paper's set; what a soft prompt is tuned for).
 pub const RETRIEVAL_TASKS: [&str; 2] = ["banking77", "banking77-dev"];
 
-/// Expands `sts,transfer,sentglue,geometry,bias` (groups) and single task names, keeping order.
+/// Expands `sts,transfer,sentglue,geometry,bias` (groups) and single task names, keeping order;
+/// `retrieval:DIR[@SPLIT]` ([`retrieval::parse_spec`]) names a BEIR directory.
 pub fn expand_tasks(spec: &str) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for t in spec.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         let names: Vec<&str> = match t {
+            t if retrieval::parse_spec(t).transpose()?.is_some() => vec![t],
             "sts" => STS_TASKS.to_vec(),
             "transfer" => TRANSFER_TASKS.to_vec(),
             "sentglue" | "geometry" | "bias" => vec![t],
@@ -50,7 +56,7 @@ pub fn expand_tasks(spec: &str) -> Result<Vec<String>> {
             }
             other => {
                 return Err(EvalError::Invalid(format!(
-                    "unknown task `{other}` (groups: sts, transfer, sentglue, geometry, bias; tasks: {}, {}, {}, {})",
+                    "unknown task `{other}` (groups: sts, transfer, sentglue, geometry, bias; tasks: {}, {}, {}, {}; a BEIR directory: retrieval:DIR or retrieval:DIR@SPLIT)",
                     STS_TASKS.join(", "),
                     DEV_TASKS.join(", "),
                     TRANSFER_TASKS.join(", "),
@@ -77,6 +83,42 @@ pub struct EvalOptions {
     /// Expanded task names (see [`expand_tasks`]).
     pub tasks: Vec<String>,
     pub protocol: Protocol,
+    /// Text put before each retrieval query and each document (an instruction model's `query: `
+    /// and `passage: `); empty for most models.
+    pub query_prefix: String,
+    pub document_prefix: String,
+}
+
+/// What [`run`] asks of the model under evaluation: st5-eval runs no model and knows no device.
+/// A closure `FnMut(&[String]) -> Result<(Vec<f32>, usize)>` is one, searching exactly.
+pub trait Embed {
+    /// `texts` → (row-major `[n, dim]`, `dim`).
+    fn embed(&mut self, texts: &[String]) -> Result<(Vec<f32>, usize)>;
+    /// How many of `texts` are longer than the model reads and are truncated (`None`: unknown).
+    fn truncated(&mut self, _texts: &[String]) -> Result<Option<usize>> {
+        Ok(None)
+    }
+    /// The `k` best rows of `corpus` (unit rows `[n, dim]`) for each unit query, best first, as
+    /// (row, score): where a caller measures its own index (quantized codes, a GPU).
+    fn search(
+        &mut self,
+        corpus: &[f32],
+        dim: usize,
+        queries: &[f32],
+        k: usize,
+    ) -> Result<Vec<Vec<(u32, f32)>>> {
+        Ok(retrieval::exact_search(corpus, dim, queries, k))
+    }
+    /// What [`search`](Self::search) runs on, for the report (`none`: exact f32).
+    fn codes(&self) -> String {
+        "none".into()
+    }
+}
+
+impl<F: FnMut(&[String]) -> Result<(Vec<f32>, usize)>> Embed for F {
+    fn embed(&mut self, texts: &[String]) -> Result<(Vec<f32>, usize)> {
+        self(texts)
+    }
 }
 
 /// Everything a run measured.
@@ -92,6 +134,8 @@ pub struct Report {
     pub geometry: Option<Geometry>,
     /// Domain retrieval ([`RETRIEVAL_TASKS`]).
     pub retrieval: Vec<RetrievalResult>,
+    /// Retrieval over BEIR directories (`retrieval:DIR`).
+    pub beir: Vec<BeirResult>,
     /// WEAT (words) and SEAT (sentences), in [`bias::TESTS`] order.
     pub bias: Vec<bias::WeatResult>,
     /// Distinct texts embedded (each once, across all tasks).
@@ -105,11 +149,8 @@ fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-/// Runs the tasks in `options`. `embed` maps a list of texts to `(row-major [n, dim], dim)`.
-pub fn run(
-    options: &EvalOptions,
-    embed: &mut dyn FnMut(&[String]) -> Result<(Vec<f32>, usize)>,
-) -> Result<Report> {
+/// Runs the tasks in `options` on `model`.
+pub fn run(options: &EvalOptions, model: &mut dyn Embed) -> Result<Report> {
     let t0 = Instant::now();
     let data = &options.data_dir;
     let sts: Vec<StsTask> = options
@@ -140,6 +181,20 @@ pub fn run(
         .filter(|t| RETRIEVAL_TASKS.contains(&t.as_str()))
         .map(|t| RetrievalTask::load(t, data))
         .collect::<Result<_>>()?;
+    let beir: Vec<BeirTask> = options
+        .tasks
+        .iter()
+        .filter_map(|t| retrieval::parse_spec(t))
+        .map(|spec| spec.and_then(|(dir, split)| BeirTask::load(&dir, &split)))
+        .collect::<Result<_>>()?;
+    let (qp, dp) = (&options.query_prefix, &options.document_prefix);
+    let beir_texts: Vec<(Vec<String>, Vec<String>)> = beir
+        .iter()
+        .map(|b| {
+            let q = b.queries.iter().map(|t| format!("{qp}{t}")).collect();
+            (q, b.docs.iter().map(|t| format!("{dp}{t}")).collect())
+        })
+        .collect();
     let bias = if options.tasks.iter().any(|t| t == "bias") {
         bias::WeatTest::load_all(&data.join("weat"))?
     } else {
@@ -155,6 +210,7 @@ pub fn run(
         .chain(transfer.iter().chain(&sentglue).flat_map(|t| t.texts()))
         .chain(geometry.iter().flat_map(|g| g.texts()))
         .chain(retrieval.iter().flat_map(|r| r.texts()))
+        .chain(beir_texts.iter().flat_map(|(q, d)| q.iter().chain(d)).map(String::as_str))
         .chain(bias.iter().flat_map(|b| b.texts()));
     for t in all {
         if !index.contains_key(t) {
@@ -163,7 +219,7 @@ pub fn run(
         }
     }
     let te = Instant::now();
-    let (vectors, dim) = embed(&texts)?;
+    let (vectors, dim) = model.embed(&texts)?;
     let seconds_embedding = te.elapsed().as_secs_f64();
     if vectors.len() != texts.len() * dim {
         return Err(EvalError::Invalid(format!(
@@ -173,6 +229,10 @@ pub fn run(
         )));
     }
     let table = Table { index, data: vectors, dim };
+    let mut beir_results = Vec::new();
+    for (task, (queries, docs)) in beir.iter().zip(&beir_texts) {
+        beir_results.push(score_beir(task, queries, docs, &table, model)?);
+    }
 
     let sts_results: Vec<StsResult> = sts.iter().map(|t| t.score(&table)).collect();
     let seven = sts_results.iter().filter(|r| STS_TASKS.contains(&r.name.as_str()));
@@ -191,10 +251,55 @@ pub fn run(
         sentglue_skipped,
         geometry: geometry.map(|g| g.score(&table)),
         retrieval: retrieval.iter().map(|r| r.score(&table)).collect(),
+        beir: beir_results,
         bias: bias.iter().map(|b| b.score(&table)).collect(),
         texts_embedded: texts.len(),
         seconds_embedding,
         seconds_total: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Unit rows of `texts` from the table, row-major.
+fn unit_rows(table: &Table, texts: &[String]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(texts.len() * table.dim);
+    for t in texts {
+        let v = &table.data[table.index[t] * table.dim..][..table.dim];
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        out.extend(v.iter().map(|x| x / n));
+    }
+    out
+}
+
+/// One BEIR task: the caller's search over its documents' unit vectors (cosine), to
+/// [`retrieval::DEPTH`], then the metrics.
+fn score_beir(
+    task: &BeirTask,
+    queries: &[String],
+    docs: &[String],
+    table: &Table,
+    model: &mut dyn Embed,
+) -> Result<BeirResult> {
+    let (q, d) = (unit_rows(table, queries), unit_rows(table, docs));
+    let hits = model.search(&d, table.dim, &q, retrieval::DEPTH.min(docs.len()))?;
+    if hits.len() != queries.len() || hits.iter().flatten().any(|h| h.0 as usize >= docs.len()) {
+        return Err(EvalError::Invalid(format!(
+            "{}: the search returned {} result lists for {} queries, or a row past the {} documents",
+            task.name,
+            hits.len(),
+            queries.len(),
+            docs.len()
+        )));
+    }
+    let runs: Vec<Vec<(usize, f32)>> =
+        hits.iter().map(|h| h.iter().map(|&(r, s)| (r as usize, s)).collect()).collect();
+    Ok(BeirResult {
+        name: task.name.clone(),
+        split: task.split.clone(),
+        metrics: task.score(&runs),
+        queries: queries.len(),
+        documents: docs.len(),
+        truncated_documents: model.truncated(docs)?,
+        codes: model.codes(),
     })
 }
 
@@ -294,6 +399,34 @@ impl Report {
                     r.queries.to_string(),
                     r.indexed.to_string(),
                 ]);
+            }
+            out += "\n";
+        }
+        if !self.beir.is_empty() {
+            out += "### Retrieval (BEIR layout; cosine top 100; nDCG@10, recall@10 and @100, MRR@10 ×100)\n\n";
+            let head = ["task", "split", "nDCG@10", "R@10", "R@100", "MRR@10", "queries", "documents", "truncated", "codes"];
+            out += &row(head.iter().map(|h| h.to_string()).collect());
+            out += &sep(head.len());
+            for r in &self.beir {
+                let m = &r.metrics;
+                out += &row(vec![
+                    r.name.clone(),
+                    r.split.clone(),
+                    format!("{:.2}", 100.0 * m.ndcg_at_10),
+                    format!("{:.2}", 100.0 * m.recall_at_10),
+                    format!("{:.2}", 100.0 * m.recall_at_100),
+                    format!("{:.2}", 100.0 * m.mrr_at_10),
+                    r.queries.to_string(),
+                    r.documents.to_string(),
+                    r.truncated_documents.map_or("?".into(), |n| n.to_string()),
+                    r.codes.clone(),
+                ]);
+            }
+            let cut: usize = self.beir.iter().filter_map(|r| r.truncated_documents).sum();
+            if cut > 0 {
+                out += &format!(
+                    "\n{cut} documents are longer than the model's window and were truncated to it (as MTEB does).\n"
+                );
             }
             out += "\n";
         }

