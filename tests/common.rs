@@ -28,7 +28,7 @@ pub fn tokenizer_json() -> PathBuf {
 }
 
 /// The model fixtures written by `tests/reference/make_fixtures.py`.
-pub const MODELS: [&str; 8] = [
+pub const MODELS: [&str; 9] = [
     "st-enc-mean-relu",
     "st-enc-first-gated-f16",
     "hf-t5-gated-bf16-sharded",
@@ -41,6 +41,8 @@ pub const MODELS: [&str; 8] = [
     "st-bert-gelu",
     "st-bert-gelu-new-prefixed-f16",
     "st-mpnet",
+    // MPNet with `pad_token_id` 0: transformers' positions still skip id 1 and start at 2.
+    "st-mpnet-pad0",
 ];
 
 /// `expected.json`: the sentences, their token ids and the reference embeddings per variant.

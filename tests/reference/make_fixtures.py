@@ -337,6 +337,12 @@ def main():
             relative_attention_num_buckets=32), seed=8,
             poolings=["mean", "cls", "max", "mean_sqrt_len_tokens"], dense=(10, False, torch.nn.Identity()),
             normalize=True, max_len=60, store_dtype=torch.float32),
+        # MPNet whose config says pad_token_id 0: transformers' MPNetEmbeddings still counts
+        # positions past id 1 (its fixed padding_idx), starting at 2, whatever the config says.
+        "st-mpnet-pad0": lambda: family_fixture(
+            "st-mpnet-pad0", "mpnet", dict(bert, vocab_size=30527, max_position_embeddings=64,
+            relative_attention_num_buckets=32, pad_token_id=0), seed=9,
+            poolings=["mean", "cls"], dense=None, normalize=True, max_len=40, store_dtype=torch.float32),
     })
     only = sys.argv[2:] if sys.argv[1:2] == ["--only"] else list(fixtures)
     for name in only:

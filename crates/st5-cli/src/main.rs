@@ -497,7 +497,8 @@ impl st5_eval::Embed for Evaluated<'_> {
 
     fn truncated(&mut self, texts: &[String]) -> st5_eval::Result<Option<usize>> {
         let tokenizer = self.embedder.tokenizer();
-        let whole = tokenizer.with_truncation(Truncation::Off).map_err(st5_eval::EvalError::embed)?;
+        let whole =
+            tokenizer.with_truncation(Truncation::Off).map_err(st5_eval::EvalError::embed)?;
         let mut n = 0;
         for chunk in texts.chunks(1024) {
             let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();

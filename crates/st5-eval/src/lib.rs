@@ -404,7 +404,18 @@ impl Report {
         }
         if !self.beir.is_empty() {
             out += "### Retrieval (BEIR layout; cosine top 100; nDCG@10, recall@10 and @100, MRR@10 ×100)\n\n";
-            let head = ["task", "split", "nDCG@10", "R@10", "R@100", "MRR@10", "queries", "documents", "truncated", "codes"];
+            let head = [
+                "task",
+                "split",
+                "nDCG@10",
+                "R@10",
+                "R@100",
+                "MRR@10",
+                "queries",
+                "documents",
+                "truncated",
+                "codes",
+            ];
             out += &row(head.iter().map(|h| h.to_string()).collect());
             out += &sep(head.len());
             for r in &self.beir {

@@ -124,7 +124,8 @@ fn jsonl(path: &Path, with_title: bool) -> Result<Vec<(String, String, String)>>
         if let Some(first) = seen.insert(id.clone(), line) {
             return Err(bad(path, line, format!("`_id` {id:?} again (first on line {first})")));
         }
-        let title = if with_title { field(&row, "title", false, path, line)? } else { String::new() };
+        let title =
+            if with_title { field(&row, "title", false, path, line)? } else { String::new() };
         out.push((id, title, field(&row, "text", true, path, line)?));
     }
     Ok(out)
@@ -153,7 +154,10 @@ impl BeirTask {
                     return Err(bad(
                         &path,
                         line,
-                        format!("expected query-id, corpus-id and score, tab-separated; found {} fields", cells.len()),
+                        format!(
+                            "expected query-id, corpus-id and score, tab-separated; found {} fields",
+                            cells.len()
+                        ),
                     ));
                 }
             };
@@ -166,11 +170,15 @@ impl BeirTask {
             let &qi = query_row
                 .get(q)
                 .ok_or_else(|| bad(&path, line, format!("query {q:?} is not in queries.jsonl")))?;
-            let &di = doc_row
-                .get(d)
-                .ok_or_else(|| bad(&path, line, format!("document {d:?} is not in corpus.jsonl")))?;
+            let &di = doc_row.get(d).ok_or_else(|| {
+                bad(&path, line, format!("document {d:?} is not in corpus.jsonl"))
+            })?;
             if let Some(first) = pairs.insert((qi, di), line) {
-                return Err(bad(&path, line, format!("query {q:?} judges {d:?} again (first on line {first})")));
+                return Err(bad(
+                    &path,
+                    line,
+                    format!("query {q:?} judges {d:?} again (first on line {first})"),
+                ));
             }
             judged[qi].push((di, score));
         }
@@ -312,7 +320,14 @@ mod tests {
             // Relevant only past 10.
             (
                 vec![("z", 1)],
-                (0..11).map(|i| (["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "z"][i], 11.0 - i as f64)).collect(),
+                (0..11)
+                    .map(|i| {
+                        (
+                            ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "z"][i],
+                            11.0 - i as f64,
+                        )
+                    })
+                    .collect(),
                 0.0,
                 0.0,
                 0.0,
@@ -334,15 +349,69 @@ mod tests {
         let good_qrels = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\t2\t0\n";
         // (corpus, queries, qrels, file named, line and words the error must hold)
         let cases: [(&str, &str, &str, &str, &str); 9] = [
-            ("{\"title\": \"T\", \"text\": \"x\"}\n", good_queries, good_qrels, "corpus.jsonl", "line 1: missing `_id`"),
-            ("{\"_id\": \"d1\", \"text\": \"x\"}\nnot json\n", good_queries, good_qrels, "corpus.jsonl", "line 2: not a JSON object"),
-            ("{\"_id\": \"d1\"}\n", good_queries, good_qrels, "corpus.jsonl", "line 1: missing `text`"),
-            ("{\"_id\": \"d1\", \"text\": 3}\n", good_queries, good_qrels, "corpus.jsonl", "`text` must be a string"),
-            ("{\"_id\": \"d1\", \"text\": \"a\"}\n{\"_id\": \"d1\", \"text\": \"b\"}\n", good_queries, good_qrels, "corpus.jsonl", "line 2: `_id` \"d1\" again (first on line 1)"),
-            (good_corpus, good_queries, "q1\td9\t1\n", "test.tsv", "line 1: document \"d9\" is not in corpus.jsonl"),
-            (good_corpus, good_queries, "q1\td1\t1\nq7\td1\t1\n", "test.tsv", "line 2: query \"q7\" is not in queries.jsonl"),
-            (good_corpus, good_queries, "q1\td1\t1\nq1\td1\tx\n", "test.tsv", "line 2: score \"x\" is not an integer"),
-            (good_corpus, good_queries, "q1 d1 1\n", "test.tsv", "line 1: expected query-id, corpus-id and score"),
+            (
+                "{\"title\": \"T\", \"text\": \"x\"}\n",
+                good_queries,
+                good_qrels,
+                "corpus.jsonl",
+                "line 1: missing `_id`",
+            ),
+            (
+                "{\"_id\": \"d1\", \"text\": \"x\"}\nnot json\n",
+                good_queries,
+                good_qrels,
+                "corpus.jsonl",
+                "line 2: not a JSON object",
+            ),
+            (
+                "{\"_id\": \"d1\"}\n",
+                good_queries,
+                good_qrels,
+                "corpus.jsonl",
+                "line 1: missing `text`",
+            ),
+            (
+                "{\"_id\": \"d1\", \"text\": 3}\n",
+                good_queries,
+                good_qrels,
+                "corpus.jsonl",
+                "`text` must be a string",
+            ),
+            (
+                "{\"_id\": \"d1\", \"text\": \"a\"}\n{\"_id\": \"d1\", \"text\": \"b\"}\n",
+                good_queries,
+                good_qrels,
+                "corpus.jsonl",
+                "line 2: `_id` \"d1\" again (first on line 1)",
+            ),
+            (
+                good_corpus,
+                good_queries,
+                "q1\td9\t1\n",
+                "test.tsv",
+                "line 1: document \"d9\" is not in corpus.jsonl",
+            ),
+            (
+                good_corpus,
+                good_queries,
+                "q1\td1\t1\nq7\td1\t1\n",
+                "test.tsv",
+                "line 2: query \"q7\" is not in queries.jsonl",
+            ),
+            (
+                good_corpus,
+                good_queries,
+                "q1\td1\t1\nq1\td1\tx\n",
+                "test.tsv",
+                "line 2: score \"x\" is not an integer",
+            ),
+            (
+                good_corpus,
+                good_queries,
+                "q1 d1 1\n",
+                "test.tsv",
+                "line 1: expected query-id, corpus-id and score",
+            ),
         ];
         let dir = std::env::temp_dir().join(format!("st5-eval-beir-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("qrels")).unwrap();
@@ -356,7 +425,10 @@ mod tests {
         std::fs::write(dir.join("corpus.jsonl"), good_corpus).unwrap();
         std::fs::write(dir.join("qrels/test.tsv"), good_qrels).unwrap();
         let t = BeirTask::load(&dir, "test").unwrap();
-        assert_eq!((t.docs.clone(), t.doc_ids.clone()), (vec!["T one".to_string(), "two".into()], vec!["d1".to_string(), "2".into()]));
+        assert_eq!(
+            (t.docs.clone(), t.doc_ids.clone()),
+            (vec!["T one".to_string(), "two".into()], vec!["d1".to_string(), "2".into()])
+        );
         assert_eq!(t.qrels, vec![vec![(0, 1), (1, 0)]]);
         let e = BeirTask::load(&dir, "dev").unwrap_err().to_string();
         assert!(e.contains("dev.tsv"), "{e}");

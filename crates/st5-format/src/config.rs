@@ -352,7 +352,8 @@ pub struct BertConfig {
     pub type_vocab_size: usize,
     #[serde(default = "bert_eps")]
     pub layer_norm_eps: f64,
-    /// MPNet: position ids start after it (RoBERTa's scheme). BERT's default 0, MPNet's 1.
+    /// The id batches are padded with: BERT's default 0, MPNet's 1. MPNet's positions do not
+    /// follow it ([`MPNET_PADDING_IDX`]).
     #[serde(default)]
     pub pad_token_id: Option<usize>,
     /// MPNet's position-bias table rows; the buckets used are always 32 (transformers'
@@ -360,6 +361,10 @@ pub struct BertConfig {
     #[serde(default)]
     pub relative_attention_num_buckets: Option<usize>,
 }
+
+/// The id MPNet's position ids skip, whatever `pad_token_id` says (transformers'
+/// `MPNetEmbeddings.padding_idx`): the first token has position `MPNET_PADDING_IDX + 1`.
+pub const MPNET_PADDING_IDX: usize = 1;
 
 /// MPNet's bucket count and distance (transformers' `MPNetEncoder.compute_position_bias`).
 pub const MPNET_BUCKETS: usize = 32;
@@ -380,9 +385,9 @@ impl BertConfig {
         Activation::from_hidden_act(&self.hidden_act).unwrap_or(Activation::Gelu)
     }
 
-    /// The first position id of a text: 0 for BERT, `pad_token_id + 1` for MPNet.
+    /// The first position id of a text: 0 for BERT, 2 for MPNet ([`MPNET_PADDING_IDX`] + 1).
     pub fn position_offset(&self, family: Family) -> usize {
-        if family == Family::Mpnet { self.pad_id(family) + 1 } else { 0 }
+        if family == Family::Mpnet { MPNET_PADDING_IDX + 1 } else { 0 }
     }
 
     /// The most tokens the position table covers.
@@ -426,7 +431,7 @@ impl BertConfig {
         }
         if self.max_tokens(family) == 0 {
             return Err(format!(
-                "`max_position_embeddings` ({}) leaves no position for a token after `pad_token_id` + 1",
+                "`max_position_embeddings` ({}) leaves no position for a token (MPNet's start at 2)",
                 self.max_position_embeddings
             ));
         }
@@ -617,6 +622,16 @@ mod tests {
             assert_eq!(cfg.position_offset(family), offset, "{family}");
             assert_eq!(cfg.max_tokens(family), max, "{family}");
         }
+        // MPNet pads with the config's id, but its positions start at 2 whatever it says.
+        let pad0: BertConfig = serde_json::from_str(r#"{"pad_token_id": 0}"#).unwrap();
+        assert_eq!(
+            (
+                pad0.pad_id(Family::Mpnet),
+                pad0.position_offset(Family::Mpnet),
+                pad0.max_tokens(Family::Mpnet)
+            ),
+            (0, 2, 510)
+        );
         for (act, want) in [
             ("gelu", Some(Activation::Gelu)),
             ("gelu_new", Some(Activation::GeluNew)),

@@ -17,7 +17,7 @@ use burn::module::{Module, Param};
 use burn::tensor::{Int, Tensor, TensorData};
 
 use super::layers::{self, LayerNorm, Linear};
-use crate::config::{Activation, BertConfig, Family};
+use crate::config::{Activation, BertConfig, Family, MPNET_PADDING_IDX};
 use crate::int8::Int8Matrix;
 use crate::ops::{self, AttentionBias};
 use crate::weights::{Init, VarBuilder};
@@ -35,8 +35,20 @@ pub struct BertEmbeddings {
     /// `[type_vocab_size, hidden]`: BERT only. Every text is segment 0.
     pub token_type_embeddings: Option<Param<Tensor<2>>>,
     pub LayerNorm: LayerNorm,
-    /// The first position id: 0 for BERT, `pad_token_id + 1` for MPNet.
-    pub position_offset: usize,
+    /// How position ids follow from the token ids.
+    #[module(skip)]
+    pub positions: Positions,
+}
+
+/// Position ids, as each family's `transformers` embeddings compute them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Positions {
+    /// BERT: 0, 1, 2, ... whatever the tokens.
+    Absolute,
+    /// MPNet (RoBERTa's scheme): `MPNetEmbeddings` fixes `padding_idx = 1` whatever
+    /// `pad_token_id` says; a token with id 1 gets position 1 and the others count the tokens
+    /// that are not id 1, from 2.
+    AfterPadding,
 }
 
 impl BertEmbeddings {
@@ -67,24 +79,39 @@ impl BertEmbeddings {
             position_embeddings,
             token_type_embeddings,
             LayerNorm: LayerNorm::new(&vb.pp("LayerNorm"), d, cfg.layer_norm_eps),
-            position_offset: cfg.position_offset(family),
+            positions: if family == Family::Mpnet {
+                Positions::AfterPadding
+            } else {
+                Positions::Absolute
+            },
         }
     }
 
     /// `ids`: `[batch, seq]` → `[batch, seq, hidden]`. `seq` is at most the position table's
     /// rows after the offset (the loader caps `max_seq_length` there).
     pub fn forward(&self, ids: Tensor<2, Int>) -> Tensor<3> {
-        let [_, s] = ids.dims();
+        let [b, s] = ids.dims();
         let device = ids.device();
-        let words = layers::lookup(&self.word_embeddings, &self.word_int8, ids);
+        let words = layers::lookup(&self.word_embeddings, &self.word_int8, ids.clone());
         let d = words.dims()[2];
         let x = match &self.token_type_embeddings {
             Some(types) => words + types.val().slice([0..1, 0..d]).reshape([1, 1, d]),
             None => words,
         };
-        let positions: Vec<i32> = (0..s).map(|i| (self.position_offset + i) as i32).collect();
-        let positions = Tensor::<1, Int>::from_data(TensorData::new(positions, [s]), &device);
-        let x = x + self.position_embeddings.val().select(0, positions).reshape([1, s, d]);
+        let table = self.position_embeddings.val();
+        let x = match self.positions {
+            Positions::Absolute => {
+                let positions: Vec<i32> = (0..s as i32).collect();
+                let positions =
+                    Tensor::<1, Int>::from_data(TensorData::new(positions, [s]), &device);
+                x + table.select(0, positions).reshape([1, s, d])
+            }
+            Positions::AfterPadding => {
+                let kept = ids.not_equal_elem(MPNET_PADDING_IDX as i64).int();
+                let positions = kept.clone().cumsum(1) * kept + MPNET_PADDING_IDX as i64;
+                x + table.select(0, positions.reshape([b * s])).reshape([b, s, d])
+            }
+        };
         self.LayerNorm.forward(x)
     }
 
