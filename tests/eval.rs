@@ -396,14 +396,24 @@ fn tiny_beir(dir: &std::path::Path) {
     for (i, (topic, text)) in topics.iter().enumerate() {
         for j in 0..5 {
             let body = if i == 3 && j == 0 { text.repeat(60) } else { format!("{text} ({j})") };
-            let row = serde_json::json!({"_id": format!("{topic}-{j}"), "title": topic, "text": body});
+            let row =
+                serde_json::json!({"_id": format!("{topic}-{j}"), "title": topic, "text": body});
             corpus += &format!("{row}\n");
         }
     }
     std::fs::create_dir_all(dir.join("qrels")).unwrap();
     std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
-    let queries = [("q1", "where is my cat sleeping"), ("q2", "when does the train leave"), ("q3", "how long does bread rise"), ("q4", "unjudged"), ("q5", "weather")];
-    let q: String = queries.iter().map(|(i, t)| format!("{}\n", serde_json::json!({"_id": i, "text": t}))).collect();
+    let queries = [
+        ("q1", "where is my cat sleeping"),
+        ("q2", "when does the train leave"),
+        ("q3", "how long does bread rise"),
+        ("q4", "unjudged"),
+        ("q5", "weather"),
+    ];
+    let q: String = queries
+        .iter()
+        .map(|(i, t)| format!("{}\n", serde_json::json!({"_id": i, "text": t})))
+        .collect();
     std::fs::write(dir.join("queries.jsonl"), q).unwrap();
     let mut qrels = String::from("query-id\tcorpus-id\tscore\n");
     for (q, topic) in [("q1", "cats"), ("q2", "trains"), ("q3", "bread")] {
@@ -474,10 +484,16 @@ fn st5_eval_retrieval_end_to_end_on_a_fixture_model() {
         .collect();
     let runs: Vec<Vec<(&str, f64)>> = hits
         .iter()
-        .map(|h| h.iter().map(|&(r, s)| (task.doc_ids[r as usize].as_str(), f64::from(s))).collect())
+        .map(|h| {
+            h.iter().map(|&(r, s)| (task.doc_ids[r as usize].as_str(), f64::from(s))).collect()
+        })
         .collect();
     let want = metrics(&qrels, &runs);
-    for (k, w) in [("ndcg_at_10", want.ndcg_at_10), ("recall_at_10", want.recall_at_10), ("mrr_at_10", want.mrr_at_10)] {
+    for (k, w) in [
+        ("ndcg_at_10", want.ndcg_at_10),
+        ("recall_at_10", want.recall_at_10),
+        ("mrr_at_10", want.mrr_at_10),
+    ] {
         let h = exact[k].as_f64().unwrap();
         assert!((h - w).abs() < 1e-6, "{k}: st5 eval {h}, st5 embed + metrics {w}");
     }

@@ -12,6 +12,7 @@ pub mod bias;
 pub mod cv;
 pub mod data;
 pub mod error;
+pub mod fuzzing;
 pub mod glue;
 pub mod logreg;
 pub mod retrieval;
@@ -420,8 +421,14 @@ impl Report {
             out += &sep(head.len());
             for r in &self.beir {
                 let m = &r.metrics;
+                // The directory's own name: the full spec is in the JSON.
+                let spec = r.name.trim_start_matches(retrieval::PREFIX);
+                let dir = spec.strip_suffix(&format!("@{}", r.split)).unwrap_or(spec);
+                let short = std::path::Path::new(dir)
+                    .file_name()
+                    .map_or(dir.into(), |n| n.to_string_lossy());
                 out += &row(vec![
-                    r.name.clone(),
+                    short.to_string(),
                     r.split.clone(),
                     format!("{:.2}", 100.0 * m.ndcg_at_10),
                     format!("{:.2}", 100.0 * m.recall_at_10),

@@ -109,8 +109,7 @@ fn field(
 }
 
 /// `(id, title, text)` of every line of a BEIR JSON Lines file (blank lines skipped).
-fn jsonl(path: &Path, with_title: bool) -> Result<Vec<(String, String, String)>> {
-    let text = read(path)?;
+fn jsonl(text: &str, path: &Path, with_title: bool) -> Result<Vec<(String, String, String)>> {
     let mut out = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -134,14 +133,21 @@ fn jsonl(path: &Path, with_title: bool) -> Result<Vec<(String, String, String)>>
 impl BeirTask {
     /// Reads `dir` at `split`; every error names the file and line.
     pub fn load(dir: &Path, split: &str) -> Result<Self> {
-        let corpus = jsonl(&dir.join("corpus.jsonl"), true)?;
-        let queries = jsonl(&dir.join("queries.jsonl"), false)?;
+        let (c, q) = (dir.join("corpus.jsonl"), dir.join("queries.jsonl"));
+        let r = dir.join("qrels").join(format!("{split}.tsv"));
+        let name = format!("{PREFIX}{}@{split}", dir.display());
+        Self::parse([(&read(&c)?, &c), (&read(&q)?, &q), (&read(&r)?, &r)], &name, split)
+    }
+
+    /// The three files' texts, each with the path its errors name: corpus, queries, qrels.
+    pub fn parse(files: [(&str, &Path); 3], name: &str, split: &str) -> Result<Self> {
+        let [(corpus, cpath), (queries, qpath), (text, path)] = files;
+        let corpus = jsonl(corpus, cpath, true)?;
+        let queries = jsonl(queries, qpath, false)?;
         let doc_row: HashMap<&str, usize> =
             corpus.iter().enumerate().map(|(i, d)| (d.0.as_str(), i)).collect();
         let query_row: HashMap<&str, usize> =
             queries.iter().enumerate().map(|(i, q)| (q.0.as_str(), i)).collect();
-        let path = dir.join("qrels").join(format!("{split}.tsv"));
-        let text = read(&path)?;
         let mut judged: Vec<Vec<(usize, i64)>> = vec![Vec::new(); queries.len()];
         let mut pairs: HashMap<(usize, usize), usize> = HashMap::new();
         for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
@@ -152,7 +158,7 @@ impl BeirTask {
                 [q, d, s] | [q, _, d, s] => (q, d, s),
                 _ => {
                     return Err(bad(
-                        &path,
+                        path,
                         line,
                         format!(
                             "expected query-id, corpus-id and score, tab-separated; found {} fields",
@@ -165,17 +171,17 @@ impl BeirTask {
                 if line == 1 {
                     continue; // the header
                 }
-                return Err(bad(&path, line, format!("score {score:?} is not an integer")));
+                return Err(bad(path, line, format!("score {score:?} is not an integer")));
             };
             let &qi = query_row
                 .get(q)
-                .ok_or_else(|| bad(&path, line, format!("query {q:?} is not in queries.jsonl")))?;
-            let &di = doc_row.get(d).ok_or_else(|| {
-                bad(&path, line, format!("document {d:?} is not in corpus.jsonl"))
-            })?;
+                .ok_or_else(|| bad(path, line, format!("query {q:?} is not in queries.jsonl")))?;
+            let &di = doc_row
+                .get(d)
+                .ok_or_else(|| bad(path, line, format!("document {d:?} is not in corpus.jsonl")))?;
             if let Some(first) = pairs.insert((qi, di), line) {
                 return Err(bad(
-                    &path,
+                    path,
                     line,
                     format!("query {q:?} judges {d:?} again (first on line {first})"),
                 ));
@@ -184,9 +190,8 @@ impl BeirTask {
         }
         let keep: Vec<usize> = (0..queries.len()).filter(|&i| !judged[i].is_empty()).collect();
         if keep.is_empty() {
-            return Err(bad(&path, 0, "no judgements"));
+            return Err(bad(path, 0, "no judgements"));
         }
-        let name = format!("{PREFIX}{}@{split}", dir.display());
         let (doc_ids, docs) = corpus
             .into_iter()
             .map(|(id, title, text)| {
@@ -195,7 +200,7 @@ impl BeirTask {
             })
             .unzip();
         Ok(Self {
-            name,
+            name: name.into(),
             split: split.into(),
             doc_ids,
             docs,

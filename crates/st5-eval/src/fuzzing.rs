@@ -1,0 +1,27 @@
+//! The fuzz targets' bodies for st5-eval's parsers of outside bytes (`fuzz/fuzz_targets/`).
+
+use std::path::Path;
+
+/// `beir`: a BEIR directory's three files, the input split at its first two NUL bytes into
+/// `corpus.jsonl`, `queries.jsonl` and `qrels/test.tsv` (lossy UTF-8). Parsing must return a task
+/// or an error, never panic; a task's judgements must point inside it.
+pub fn beir(data: &[u8]) {
+    let mut parts = data.splitn(3, |&b| b == 0).map(String::from_utf8_lossy);
+    let (c, q, r) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let files = [
+        (c.as_ref(), Path::new("corpus.jsonl")),
+        (q.as_ref(), Path::new("queries.jsonl")),
+        (r.as_ref(), Path::new("qrels/test.tsv")),
+    ];
+    if let Ok(task) = crate::retrieval::BeirTask::parse(files, "fuzz", "test") {
+        assert_eq!(task.queries.len(), task.qrels.len());
+        assert!(task.qrels.iter().flatten().all(|&(d, _)| d < task.docs.len()));
+        let runs: Vec<Vec<(usize, f32)>> = vec![vec![(0, 1.0)]; task.queries.len()];
+        let m = task.score(&runs);
+        assert!((0.0..=1.0).contains(&m.ndcg_at_10), "{m:?}");
+    }
+}
