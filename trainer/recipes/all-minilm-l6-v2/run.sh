@@ -49,11 +49,17 @@ if [ "${BRANCH:-main}" = qa ]; then
   ST5_DATA="$data" "$PY" "$here/warm_start.py" --identity --out "$data/minilm-identity"
   stage 4-qa
   stage 5-qa-nli
+  # The suite, dev only: STS-B dev and the tuning sets' dev queries, each candidate stored and
+  # computed in int8 as it would ship (`st5 quantize`), beside all-MiniLM-L6-v2 and the NLI-only
+  # default in the same run.
   r="$data/retrieval"
-  for m in "$model" "$data/stages/3-nli-only-seed9" "$data/stages/4-qa" "$data/stages/5-qa-nli"; do
-    [ -d "$m" ] || continue
-    "$ST5" eval --model "$m" --compute f32 --data ../shared/data --json "$m.dev-eval.json" \
-      --tasks stsb-dev,retrieval:$r/wikiqa@dev,retrieval:$r/selqa@dev,retrieval:$r/stackexchange_small@dev
+  dev=stsb-dev
+  for s in wikiqa selqa stackexchange_small; do dev="$dev,retrieval:$r/$s@dev"; done
+  for stage in 4-qa 5-qa-nli; do
+    [ -d "$data/int8/$stage" ] || "$ST5" quantize --model "$data/stages/$stage" --dtype int8 --output "$data/int8/$stage"
+  done
+  for m in models/all-minilm-l6-v2 models/all-minilm-l6-v2-nli "$data/int8/4-qa" "$data/int8/5-qa-nli"; do
+    "$ST5" eval --model "$m" --data ../shared/data --tasks "$dev" --json "$data/dev-$(basename "$m").json"
   done
   exit 0
 fi
