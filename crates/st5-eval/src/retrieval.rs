@@ -339,7 +339,7 @@ mod tests {
             ),
         ];
         for (qrels, run, ndcg, recall, mrr) in cases {
-            let m = metrics(&[qrels.clone()], &[run.clone()]);
+            let m = metrics(std::slice::from_ref(&qrels), std::slice::from_ref(&run));
             assert!((m.ndcg_at_10 - ndcg).abs() < 1e-12, "{qrels:?} {run:?}: {m:?}");
             assert!((m.recall_at_10 - recall).abs() < 1e-12, "{qrels:?}: {m:?}");
             assert!((m.mrr_at_10 - mrr).abs() < 1e-12, "{qrels:?}: {m:?}");
