@@ -359,7 +359,7 @@ fn retrieval_metrics_equal_pytrec_eval() {
             pairs(&q["run"]).into_iter().map(|(d, s)| (d, s.as_f64().unwrap())).collect();
         let qr: Vec<(&str, i64)> = qrels.iter().map(|(d, g)| (d.as_str(), *g)).collect();
         let rn: Vec<(&str, f64)> = run.iter().map(|(d, s)| (d.as_str(), *s)).collect();
-        let got = metrics(&[qr.clone()], &[rn.clone()]);
+        let got = metrics(std::slice::from_ref(&qr), std::slice::from_ref(&rn));
         let want = ["ndcg_at_10", "recall_at_10", "recall_at_100", "mrr_at_10"]
             .map(|k| q[k].as_f64().unwrap());
         let have = [got.ndcg_at_10, got.recall_at_10, got.recall_at_100, got.mrr_at_10];
