@@ -8,8 +8,8 @@
 - twitter: Twitter URL corpus train, pairs labelled 1 (paraphrase);
 - captions: two captions of one image (COCO val2017, Flickr8k train images, Multi30k train).
 
-MedQuAD and QED are held-out test sets for retrieval: never read here. The trainer also drops
-any pair with a text in an evaluation test split (STS, SICK).
+No held-out retrieval test set is read here. The trainer also drops any pair with a text in an
+evaluation test split (STS, SICK).
 
     python -m st5_recipes.qa_pairs --out "$ST5_DATA/qa"
 """

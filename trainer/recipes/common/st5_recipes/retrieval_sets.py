@@ -13,20 +13,14 @@ is a directory with `corpus.jsonl` (`_id`, `title`, `text`), `queries.jsonl` (`_
   answer; the corpus is every answer of both sites. Questions with an accepted answer are cut
   into train / dev / test (6 : 2 : 2) by [`split`].
 
+Each source gives the corpus texts beyond its candidates and its records, `(split, query,
+[(candidate, relevant)])`; [`build`] writes any such source (the held-out test sets are built by
+`scripts/held_out_sets.py` with it, outside the recipes).
+
 [`train_pairs`] gives each set's training split, for the stage-1 recipe; no dev or test query
 ever enters it.
 
-`--held-out` writes the two held-out test sets instead (test qrels only). They are for the
-report made once at the end: never train on them, and never choose a model, a weight or a
-setting by them.
-- medquad: a MedQuAD sample, 3,000 question-answer pairs chosen by a stable hash of the
-  question and answer; every answer is in the corpus, and 600 of the questions (by the same
-  hash) are the queries;
-- qed_nq: QED's Natural Questions dev queries → their Wikipedia paragraph; the corpus is every
-  distinct paragraph.
-
     python -m st5_recipes.retrieval_sets --out "$ST5_DATA/retrieval"
-    python -m st5_recipes.retrieval_sets --held-out --out "$ST5_DATA/held-out"
 """
 
 import argparse
@@ -39,7 +33,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
 TRAIN = ROOT.parent / "shared" / "data" / "train"
-SETS = ["wikiqa", "selqa", "stackexchange_small"]
 
 
 def split(key, train=6, dev=2):
@@ -53,8 +46,7 @@ def clean(text):
     return " ".join(re.sub(r"<[^>]+>", " ", html.unescape(text or "")).split())
 
 
-def wikiqa():
-    """(split, question, [(candidate, relevant)]) for every WikiQA question."""
+def wikiqa_records():
     for part in ["train", "dev", "test"]:
         d = TRAIN / "wikiqa" / part
         a, b, ids, sim = ((d / f).read_text(encoding="utf-8").splitlines() for f in ["a.toks", "b.toks", "id.txt", "sim.txt"])
@@ -65,7 +57,11 @@ def wikiqa():
             yield part, q.strip(), cands
 
 
-def selqa():
+def wikiqa():
+    return [], wikiqa_records()
+
+
+def selqa_records():
     for name, part in [("selqa-ass-dev.json", "train"), ("selqa-ass-test.json", None)]:
         for r in json.loads((TRAIN / "selqa" / name).read_text(encoding="utf-8")):
             q = " ".join(r["question"].split())
@@ -73,42 +69,39 @@ def selqa():
             yield part or ("dev" if split(q, 0, 5) == "dev" else "test"), q, cands
 
 
+def selqa():
+    return [], selqa_records()
+
+
 def stackexchange():
+    corpus, records = [], []
     for site in ["beer", "coffee"]:
         rows = list(ET.parse(TRAIN / "stackexchange_small" / f"{site}.stackexchange.com" / "Posts.xml").getroot())
-        answers = [r for r in rows if r.get("PostTypeId") == "2"]
-        accepted = {r.get("AcceptedAnswerId") for r in rows if r.get("PostTypeId") == "1"}
-        cands = [(clean(r.get("Body")), r.get("Id") in accepted, r.get("ParentId"), f"{site}-{r.get('Id')}") for r in answers]
+        answers = {r.get("Id"): r for r in rows if r.get("PostTypeId") == "2"}
+        corpus += [clean(r.get("Body")) for r in answers.values()]
         for r in rows:
-            if r.get("PostTypeId") != "1" or not r.get("AcceptedAnswerId"):
+            accepted = r.get("AcceptedAnswerId")
+            if r.get("PostTypeId") != "1" or accepted not in answers:
                 continue
             q = clean(r.get("Title")) + " " + clean(r.get("Body"))
-            if not any(c[3] == f"{site}-{r.get('AcceptedAnswerId')}" for c in cands):
-                continue
-            mine = [(c[0], c[3] == f"{site}-{r.get('AcceptedAnswerId')}") for c in cands if c[2] == r.get("Id")]
-            yield split(f"{site}-{r.get('Id')}"), q.strip(), mine, [c[0] for c in cands]
+            mine = [(clean(a.get("Body")), i == accepted) for i, a in answers.items() if a.get("ParentId") == r.get("Id")]
+            records.append((split(f"{site}-{r.get('Id')}"), q.strip(), mine))
+    return corpus, records
 
 
-def records(name):
-    """(split, query, [(candidate, relevant)], corpus texts beyond the candidates)."""
-    if name in HELD_OUT:
-        yield from HELD_OUT[name]()
-    elif name == "stackexchange_small":
-        yield from stackexchange()
-    else:
-        for part, q, cands in (wikiqa() if name == "wikiqa" else selqa()):
-            yield part, q, cands, []
+SOURCES = {"wikiqa": wikiqa, "selqa": selqa, "stackexchange_small": stackexchange}
 
 
 def train_pairs(name):
-    """(query, relevant text) pairs of the set's training split only (never a held-out set's)."""
-    assert name in SETS, f"{name} is held out"
-    for part, q, cands, _ in records(name):
+    """(query, relevant text) pairs of a tuning set's training split only."""
+    for part, q, cands in SOURCES[name]()[1]:
         if part == "train":
             yield from ((q, c) for c, rel in cands if rel and c)
 
 
-def build(name, out):
+def build(name, source, out):
+    """Writes `source` (`() -> (corpus texts, records)`) as a BEIR directory `out`; records of
+    other splits than dev and test (training) judge nothing, but their candidates are documents."""
     docs, queries, qrels = {}, {}, {"dev": [], "test": []}
 
     def doc_id(text):
@@ -116,10 +109,11 @@ def build(name, out):
             docs[text] = f"d{len(docs)}"
         return docs[text]
 
-    for part, q, cands, extra in records(name):
-        for text in extra:
-            if text:
-                doc_id(text)
+    extra, records = source()
+    for text in extra:
+        if text:
+            doc_id(text)
+    for part, q, cands in records:
         ids = [(doc_id(c), rel) for c, rel in cands if c]
         if part not in qrels or not any(rel for _, rel in ids):
             continue
@@ -141,36 +135,12 @@ def build(name, out):
     print(f"{name}: {len(docs)} documents, {n['dev']} dev and {n['test']} test queries")
 
 
-def medquad():
-    pairs = []
-    for path in sorted(TRAIN.glob("medquad/*/*.xml")):
-        for qa in ET.parse(path).getroot().iter("QAPair"):
-            q, a = clean(qa.findtext("Question")), clean(qa.findtext("Answer"))
-            if q and a:
-                pairs.append((hashlib.sha1(f"{q}\t{a}".encode()).hexdigest(), q, a))
-    pairs = sorted(set(pairs))[:3000]
-    answers = [a for _, _, a in pairs]
-    for i, (_, q, a) in enumerate(pairs):
-        yield ("test" if i % 5 == 0 else "corpus only"), q, [(a, True)], answers
-
-
-def qed():
-    with open(TRAIN / "qed_nq" / "qed-dev.jsonlines", encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            yield "test", " ".join(r["question_text"].split()), [(" ".join(r["paragraph_text"].split()), True)], []
-
-
-HELD_OUT = {"medquad": medquad, "qed_nq": qed}
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--held-out", action="store_true", help="the held-out test sets instead")
     args = ap.parse_args()
-    for name in ["medquad", "qed_nq"] if args.held_out else SETS:
-        build(name, args.out / name)
+    for name, source in SOURCES.items():
+        build(name, source, args.out / name)
 
 
 if __name__ == "__main__":
