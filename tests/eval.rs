@@ -455,7 +455,8 @@ fn st5_eval_retrieval_end_to_end_on_a_fixture_model() {
     assert_eq!(exact["split"], "test");
 
     // The same figures from `st5 embed` and the library's metrics.
-    let task = st5_eval::retrieval::BeirTask::load(&dir, "test").unwrap();
+    let task = st5_eval::retrieval::BeirTask::load(&dir, &["test"]).unwrap();
+    let split = &task.splits[0];
     let embed = |texts: &[String]| -> Vec<f32> {
         let input = dir.join("texts.txt");
         std::fs::write(&input, texts.join("\n") + "\n").unwrap();
@@ -474,10 +475,10 @@ fn st5_eval_retrieval_end_to_end_on_a_fixture_model() {
             })
             .collect()
     };
-    let (q, d) = (embed(&task.queries), embed(&task.docs));
-    let dim = q.len() / task.queries.len();
+    let (q, d) = (embed(&split.queries), embed(&task.docs));
+    let dim = q.len() / split.queries.len();
     let hits = exact_search(&d, dim, &q, 100);
-    let qrels: Vec<Vec<(&str, i64)>> = task
+    let qrels: Vec<Vec<(&str, i64)>> = split
         .qrels
         .iter()
         .map(|j| j.iter().map(|&(r, g)| (task.doc_ids[r].as_str(), g)).collect())

@@ -77,7 +77,7 @@ pub enum IndexCommand {
 }
 
 /// A count that must be at least 1 (refused by clap, naming the flag).
-fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+pub(crate) fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..)
 }
 

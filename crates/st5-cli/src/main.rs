@@ -123,8 +123,8 @@ enum Command {
         #[arg(long, default_value = "none", value_parser = parse_name::<Quantize>)]
         codes: Quantize,
         /// Retrieval: candidates per result before rescoring; the codes' default when absent.
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-        oversample: Option<u64>,
+        #[arg(long, value_parser = index::at_least_one())]
+        oversample: Option<usize>,
         /// Retrieval: text put before every query (e.g. `query: ` for e5 models).
         #[arg(long, default_value = "")]
         query_prefix: String,
@@ -649,7 +649,6 @@ fn main() -> Result<()> {
             };
             let embedder = model.load()?;
             let (_, limit) = model.device.device_with_limit()?;
-            let oversample = oversample.map(|o| o as usize);
             let mut evaluated = Evaluated { embedder: &embedder, codes, oversample, limit };
             let report = st5_eval::run(&options, &mut evaluated)?;
             print!("{}", report.markdown());

@@ -12,16 +12,20 @@ pub fn beir(data: &[u8]) {
         parts.next().unwrap_or_default(),
         parts.next().unwrap_or_default(),
     );
-    let files = [
+    let dir = Path::new("fuzz");
+    let qrels = [("test", r.as_ref(), Path::new("qrels/test.tsv"))];
+    let parsed = crate::retrieval::BeirTask::parse(
+        dir,
         (c.as_ref(), Path::new("corpus.jsonl")),
         (q.as_ref(), Path::new("queries.jsonl")),
-        (r.as_ref(), Path::new("qrels/test.tsv")),
-    ];
-    if let Ok(task) = crate::retrieval::BeirTask::parse(files, "fuzz", "test") {
-        assert_eq!(task.queries.len(), task.qrels.len());
-        assert!(task.qrels.iter().flatten().all(|&(d, _)| d < task.docs.len()));
-        let runs: Vec<Vec<(usize, f32)>> = vec![vec![(0, 1.0)]; task.queries.len()];
-        let m = task.score(&runs);
+        &qrels,
+    );
+    if let Ok(task) = parsed {
+        let split = &task.splits[0];
+        assert_eq!(split.queries.len(), split.qrels.len());
+        assert!(split.qrels.iter().flatten().all(|&(d, _)| d < task.docs.len()));
+        let runs: Vec<Vec<(usize, f32)>> = vec![vec![(0, 1.0)]; split.queries.len()];
+        let m = task.score(split, &runs);
         assert!((0.0..=1.0).contains(&m.ndcg_at_10), "{m:?}");
     }
 }

@@ -182,18 +182,30 @@ pub fn run(options: &EvalOptions, model: &mut dyn Embed) -> Result<Report> {
         .filter(|t| RETRIEVAL_TASKS.contains(&t.as_str()))
         .map(|t| RetrievalTask::load(t, data))
         .collect::<Result<_>>()?;
-    let beir: Vec<BeirTask> = options
-        .tasks
+    // The splits asked of one directory share its corpus: (directory, [(spec order, split)]).
+    let mut dirs: Vec<(PathBuf, Vec<(usize, String)>)> = Vec::new();
+    for (i, spec) in options.tasks.iter().filter_map(|t| retrieval::parse_spec(t)).enumerate() {
+        let (dir, split) = spec?;
+        match dirs.iter_mut().find(|(d, _)| *d == dir) {
+            Some((_, splits)) => splits.push((i, split)),
+            None => dirs.push((dir, vec![(i, split)])),
+        }
+    }
+    let beir: Vec<BeirTask> = dirs
         .iter()
-        .filter_map(|t| retrieval::parse_spec(t))
-        .map(|spec| spec.and_then(|(dir, split)| BeirTask::load(&dir, &split)))
+        .map(|(dir, splits)| {
+            BeirTask::load(dir, &splits.iter().map(|(_, s)| s.as_str()).collect::<Vec<_>>())
+        })
         .collect::<Result<_>>()?;
     let (qp, dp) = (&options.query_prefix, &options.document_prefix);
-    let beir_texts: Vec<(Vec<String>, Vec<String>)> = beir
+    let prefixed = |p: &str, texts: &[String]| -> Vec<String> {
+        texts.iter().map(|t| format!("{p}{t}")).collect()
+    };
+    // Per directory: its documents, then each split's queries, as the model reads them.
+    let beir_texts: Vec<(Vec<String>, Vec<Vec<String>>)> = beir
         .iter()
         .map(|b| {
-            let q = b.queries.iter().map(|t| format!("{qp}{t}")).collect();
-            (q, b.docs.iter().map(|t| format!("{dp}{t}")).collect())
+            (prefixed(dp, &b.docs), b.splits.iter().map(|s| prefixed(qp, &s.queries)).collect())
         })
         .collect();
     let bias = if options.tasks.iter().any(|t| t == "bias") {
@@ -211,7 +223,7 @@ pub fn run(options: &EvalOptions, model: &mut dyn Embed) -> Result<Report> {
         .chain(transfer.iter().chain(&sentglue).flat_map(|t| t.texts()))
         .chain(geometry.iter().flat_map(|g| g.texts()))
         .chain(retrieval.iter().flat_map(|r| r.texts()))
-        .chain(beir_texts.iter().flat_map(|(q, d)| q.iter().chain(d)).map(String::as_str))
+        .chain(beir_texts.iter().flat_map(|(d, q)| q.iter().flatten().chain(d)).map(String::as_str))
         .chain(bias.iter().flat_map(|b| b.texts()));
     for t in all {
         if !index.contains_key(t) {
@@ -231,9 +243,12 @@ pub fn run(options: &EvalOptions, model: &mut dyn Embed) -> Result<Report> {
     }
     let table = Table { index, data: vectors, dim };
     let mut beir_results = Vec::new();
-    for (task, (queries, docs)) in beir.iter().zip(&beir_texts) {
-        beir_results.push(score_beir(task, queries, docs, &table, model)?);
+    for ((task, (docs, queries)), (_, order)) in beir.iter().zip(&beir_texts).zip(&dirs) {
+        let results = score_beir(task, docs, queries, &table, model)?;
+        beir_results.extend(order.iter().map(|(i, _)| *i).zip(results));
     }
+    // In the order the tasks were named.
+    beir_results.sort_by_key(|(i, _)| *i);
 
     let sts_results: Vec<StsResult> = sts.iter().map(|t| t.score(&table)).collect();
     let seven = sts_results.iter().filter(|r| STS_TASKS.contains(&r.name.as_str()));
@@ -252,7 +267,7 @@ pub fn run(options: &EvalOptions, model: &mut dyn Embed) -> Result<Report> {
         sentglue_skipped,
         geometry: geometry.map(|g| g.score(&table)),
         retrieval: retrieval.iter().map(|r| r.score(&table)).collect(),
-        beir: beir_results,
+        beir: beir_results.into_iter().map(|(_, r)| r).collect(),
         bias: bias.iter().map(|b| b.score(&table)).collect(),
         texts_embedded: texts.len(),
         seconds_embedding,
@@ -271,37 +286,48 @@ fn unit_rows(table: &Table, texts: &[String]) -> Vec<f32> {
     out
 }
 
-/// One BEIR task: the caller's search over its documents' unit vectors (cosine), to
-/// [`retrieval::DEPTH`], then the metrics.
+/// One BEIR directory: the caller's search over its documents' unit vectors (cosine), to
+/// [`retrieval::DEPTH`], once for every split's queries, then each split's metrics.
 fn score_beir(
     task: &BeirTask,
-    queries: &[String],
     docs: &[String],
+    queries: &[Vec<String>],
     table: &Table,
     model: &mut dyn Embed,
-) -> Result<BeirResult> {
-    let (q, d) = (unit_rows(table, queries), unit_rows(table, docs));
+) -> Result<Vec<BeirResult>> {
+    let all: Vec<String> = queries.concat();
+    let (q, d) = (unit_rows(table, &all), unit_rows(table, docs));
     let hits = model.search(&d, table.dim, &q, retrieval::DEPTH.min(docs.len()))?;
-    if hits.len() != queries.len() || hits.iter().flatten().any(|h| h.0 as usize >= docs.len()) {
+    if hits.len() != all.len() || hits.iter().flatten().any(|h| h.0 as usize >= docs.len()) {
         return Err(EvalError::Invalid(format!(
             "{}: the search returned {} result lists for {} queries, or a row past the {} documents",
-            task.name,
+            task.dir.display(),
             hits.len(),
-            queries.len(),
+            all.len(),
             docs.len()
         )));
     }
     let runs: Vec<Vec<(usize, f32)>> =
         hits.iter().map(|h| h.iter().map(|&(r, s)| (r as usize, s)).collect()).collect();
-    Ok(BeirResult {
-        name: task.name.clone(),
-        split: task.split.clone(),
-        metrics: task.score(&runs),
-        queries: queries.len(),
-        documents: docs.len(),
-        truncated_documents: model.truncated(docs)?,
-        codes: model.codes(),
-    })
+    let truncated = model.truncated(docs)?;
+    let mut at = 0;
+    Ok(task
+        .splits
+        .iter()
+        .map(|split| {
+            let runs = &runs[at..at + split.queries.len()];
+            at += split.queries.len();
+            BeirResult {
+                name: split.name.clone(),
+                split: split.split.clone(),
+                metrics: task.score(split, runs),
+                queries: split.queries.len(),
+                documents: docs.len(),
+                truncated_documents: truncated,
+                codes: model.codes(),
+            }
+        })
+        .collect())
 }
 
 impl Report {

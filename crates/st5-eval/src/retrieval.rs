@@ -40,19 +40,28 @@ pub fn parse_spec(spec: &str) -> Option<Result<(PathBuf, String)>> {
     })
 }
 
-/// One BEIR directory at one split of its judgements.
+/// One BEIR directory with the splits of its judgements asked for: the corpus is read, embedded
+/// and searched once for all of them.
 #[derive(Debug, Clone)]
 pub struct BeirTask {
-    /// As the user gave it (`retrieval:DIR@SPLIT`).
-    pub name: String,
-    pub split: String,
+    /// The directory as the user gave it.
+    pub dir: PathBuf,
     /// Document ids and their texts (`title text`), in file order.
     pub doc_ids: Vec<String>,
     pub docs: Vec<String>,
+    pub splits: Vec<BeirSplit>,
+}
+
+/// One split's judged queries.
+#[derive(Debug, Clone)]
+pub struct BeirSplit {
+    /// `retrieval:DIR@SPLIT`.
+    pub name: String,
+    pub split: String,
     /// The split's queries: ids and texts, in `queries.jsonl`'s order.
     pub query_ids: Vec<String>,
     pub queries: Vec<String>,
-    /// Each query's judgements: document (row in `docs`) and grade.
+    /// Each query's judgements: document (row in the corpus) and grade.
     pub qrels: Vec<Vec<(usize, i64)>>,
 }
 
@@ -131,67 +140,50 @@ fn jsonl(text: &str, path: &Path, with_title: bool) -> Result<Vec<(String, Strin
 }
 
 impl BeirTask {
-    /// Reads `dir` at `split`; every error names the file and line.
-    pub fn load(dir: &Path, split: &str) -> Result<Self> {
+    /// Reads `dir` with the qrels of each of `splits`; every error names the file and line.
+    pub fn load(dir: &Path, splits: &[&str]) -> Result<Self> {
         let (c, q) = (dir.join("corpus.jsonl"), dir.join("queries.jsonl"));
-        let r = dir.join("qrels").join(format!("{split}.tsv"));
-        let name = format!("{PREFIX}{}@{split}", dir.display());
-        Self::parse([(&read(&c)?, &c), (&read(&q)?, &q), (&read(&r)?, &r)], &name, split)
+        let paths: Vec<PathBuf> =
+            splits.iter().map(|s| dir.join("qrels").join(format!("{s}.tsv"))).collect();
+        let texts: Vec<String> = paths.iter().map(|p| read(p)).collect::<Result<_>>()?;
+        let qrels: Vec<(&str, &str, &Path)> = (splits.iter().zip(&texts).zip(&paths))
+            .map(|((s, t), p)| (*s, t.as_str(), p.as_path()))
+            .collect();
+        Self::parse(dir, (&read(&c)?, &c), (&read(&q)?, &q), &qrels)
     }
 
-    /// The three files' texts, each with the path its errors name: corpus, queries, qrels.
-    pub fn parse(files: [(&str, &Path); 3], name: &str, split: &str) -> Result<Self> {
-        let [(corpus, cpath), (queries, qpath), (text, path)] = files;
+    /// The files' texts, each with the path its errors name: the corpus, the queries, and each
+    /// split's qrels (split, text, path).
+    pub fn parse(
+        dir: &Path,
+        (corpus, cpath): (&str, &Path),
+        (queries, qpath): (&str, &Path),
+        qrels: &[(&str, &str, &Path)],
+    ) -> Result<Self> {
         let corpus = jsonl(corpus, cpath, true)?;
         let queries = jsonl(queries, qpath, false)?;
         let doc_row: HashMap<&str, usize> =
             corpus.iter().enumerate().map(|(i, d)| (d.0.as_str(), i)).collect();
         let query_row: HashMap<&str, usize> =
             queries.iter().enumerate().map(|(i, q)| (q.0.as_str(), i)).collect();
-        let mut judged: Vec<Vec<(usize, i64)>> = vec![Vec::new(); queries.len()];
-        let mut pairs: HashMap<(usize, usize), usize> = HashMap::new();
-        for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            let line = i + 1;
-            let cells: Vec<&str> = l.split('\t').map(str::trim).collect();
-            // BEIR writes `query-id corpus-id score`; TREC qrels add an iteration column.
-            let (q, d, score) = match cells[..] {
-                [q, d, s] | [q, _, d, s] => (q, d, s),
-                _ => {
-                    return Err(bad(
-                        path,
-                        line,
-                        format!(
-                            "expected query-id, corpus-id and score, tab-separated; found {} fields",
-                            cells.len()
-                        ),
-                    ));
+        let splits = qrels
+            .iter()
+            .map(|&(split, text, path)| {
+                let mut judged = judgements(text, path, &doc_row, &query_row)?;
+                let keep: Vec<usize> =
+                    (0..queries.len()).filter(|&i| !judged[i].is_empty()).collect();
+                if keep.is_empty() {
+                    return Err(bad(path, 0, "no judgements"));
                 }
-            };
-            let Ok(score) = score.parse::<i64>() else {
-                if line == 1 {
-                    continue; // the header
-                }
-                return Err(bad(path, line, format!("score {score:?} is not an integer")));
-            };
-            let &qi = query_row
-                .get(q)
-                .ok_or_else(|| bad(path, line, format!("query {q:?} is not in queries.jsonl")))?;
-            let &di = doc_row
-                .get(d)
-                .ok_or_else(|| bad(path, line, format!("document {d:?} is not in corpus.jsonl")))?;
-            if let Some(first) = pairs.insert((qi, di), line) {
-                return Err(bad(
-                    path,
-                    line,
-                    format!("query {q:?} judges {d:?} again (first on line {first})"),
-                ));
-            }
-            judged[qi].push((di, score));
-        }
-        let keep: Vec<usize> = (0..queries.len()).filter(|&i| !judged[i].is_empty()).collect();
-        if keep.is_empty() {
-            return Err(bad(path, 0, "no judgements"));
-        }
+                Ok(BeirSplit {
+                    name: format!("{PREFIX}{}@{split}", dir.display()),
+                    split: split.into(),
+                    query_ids: keep.iter().map(|&i| queries[i].0.clone()).collect(),
+                    queries: keep.iter().map(|&i| queries[i].2.clone()).collect(),
+                    qrels: keep.iter().map(|&i| std::mem::take(&mut judged[i])).collect(),
+                })
+            })
+            .collect::<Result<_>>()?;
         let (doc_ids, docs) = corpus
             .into_iter()
             .map(|(id, title, text)| {
@@ -199,30 +191,70 @@ impl BeirTask {
                 (id, joined.trim().to_string())
             })
             .unzip();
-        Ok(Self {
-            name: name.into(),
-            split: split.into(),
-            doc_ids,
-            docs,
-            query_ids: keep.iter().map(|&i| queries[i].0.clone()).collect(),
-            queries: keep.iter().map(|&i| queries[i].2.clone()).collect(),
-            qrels: keep.iter().map(|&i| std::mem::take(&mut judged[i])).collect(),
-        })
+        Ok(Self { dir: dir.into(), doc_ids, docs, splits })
     }
 
-    /// The metrics of `runs`: each judged query's hits (document row, score), any order.
-    pub fn score(&self, runs: &[Vec<(usize, f32)>]) -> Metrics {
-        let ids = |hits: &Vec<(usize, f32)>| -> Vec<(&str, f64)> {
-            hits.iter().map(|&(d, s)| (self.doc_ids[d].as_str(), f64::from(s))).collect()
-        };
-        let judged: Vec<Vec<(&str, i64)>> = self
-            .qrels
+    /// The metrics of `split`'s `runs`: each judged query's hits (document row, score), any order.
+    pub fn score(&self, split: &BeirSplit, runs: &[Vec<(usize, f32)>]) -> Metrics {
+        let id = |d: usize| self.doc_ids[d].as_str();
+        let judged: Vec<Vec<(&str, i64)>> =
+            split.qrels.iter().map(|q| q.iter().map(|&(d, g)| (id(d), g)).collect()).collect();
+        let runs: Vec<Vec<(&str, f64)>> = runs
             .iter()
-            .map(|q| q.iter().map(|&(d, g)| (self.doc_ids[d].as_str(), g)).collect())
+            .map(|hits| hits.iter().map(|&(d, s)| (id(d), f64::from(s))).collect())
             .collect();
-        let runs: Vec<Vec<(&str, f64)>> = runs.iter().map(ids).collect();
         metrics(&judged, &runs)
     }
+}
+
+/// One qrels file: each query's (document row, grade), indexed by the query's row.
+fn judgements(
+    text: &str,
+    path: &Path,
+    doc_row: &HashMap<&str, usize>,
+    query_row: &HashMap<&str, usize>,
+) -> Result<Vec<Vec<(usize, i64)>>> {
+    let mut judged: Vec<Vec<(usize, i64)>> = vec![Vec::new(); query_row.len()];
+    let mut pairs: HashMap<(usize, usize), usize> = HashMap::new();
+    for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let line = i + 1;
+        let cells: Vec<&str> = l.split('\t').map(str::trim).collect();
+        // BEIR writes `query-id corpus-id score`; TREC qrels add an iteration column.
+        let (q, d, score) = match cells[..] {
+            [q, d, s] | [q, _, d, s] => (q, d, s),
+            _ => {
+                return Err(bad(
+                    path,
+                    line,
+                    format!(
+                        "expected query-id, corpus-id and score, tab-separated; found {} fields",
+                        cells.len()
+                    ),
+                ));
+            }
+        };
+        let Ok(score) = score.parse::<i64>() else {
+            if line == 1 {
+                continue; // the header
+            }
+            return Err(bad(path, line, format!("score {score:?} is not an integer")));
+        };
+        let &qi = query_row
+            .get(q)
+            .ok_or_else(|| bad(path, line, format!("query {q:?} is not in queries.jsonl")))?;
+        let &di = doc_row
+            .get(d)
+            .ok_or_else(|| bad(path, line, format!("document {d:?} is not in corpus.jsonl")))?;
+        if let Some(first) = pairs.insert((qi, di), line) {
+            return Err(bad(
+                path,
+                line,
+                format!("query {q:?} judges {d:?} again (first on line {first})"),
+            ));
+        }
+        judged[qi].push((di, score));
+    }
+    Ok(judged)
 }
 
 /// Per query: `qrels[i]` (document id, grade) and `runs[i]` (document id, score, any order; a
@@ -424,18 +456,18 @@ mod tests {
             std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
             std::fs::write(dir.join("queries.jsonl"), queries).unwrap();
             std::fs::write(dir.join("qrels/test.tsv"), qrels).unwrap();
-            let e = BeirTask::load(&dir, "test").unwrap_err().to_string();
+            let e = BeirTask::load(&dir, &["test"]).unwrap_err().to_string();
             assert!(e.contains(file) && e.contains(words), "{words}: {e}");
         }
         std::fs::write(dir.join("corpus.jsonl"), good_corpus).unwrap();
         std::fs::write(dir.join("qrels/test.tsv"), good_qrels).unwrap();
-        let t = BeirTask::load(&dir, "test").unwrap();
+        let t = BeirTask::load(&dir, &["test"]).unwrap();
         assert_eq!(
             (t.docs.clone(), t.doc_ids.clone()),
             (vec!["T one".to_string(), "two".into()], vec!["d1".to_string(), "2".into()])
         );
-        assert_eq!(t.qrels, vec![vec![(0, 1), (1, 0)]]);
-        let e = BeirTask::load(&dir, "dev").unwrap_err().to_string();
+        assert_eq!(t.splits[0].qrels, vec![vec![(0, 1), (1, 0)]]);
+        let e = BeirTask::load(&dir, &["dev"]).unwrap_err().to_string();
         assert!(e.contains("dev.tsv"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

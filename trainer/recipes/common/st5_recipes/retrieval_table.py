@@ -20,18 +20,17 @@ def main():
     for spec in args.runs:
         name, _, path = spec.partition("=")
         r = json.loads(Path(path).read_text())
-        cells = {}
-        for t in r.get("beir", []):
-            if t["split"] in splits:
-                d = t["name"].removeprefix("retrieval:").removesuffix("@" + t["split"])
-                cells[f"{Path(d).name} {t['split']}"] = 100 * t[args.metric]
         sts = {s["name"]: s["all"] for s in r.get("sts", [])}
-        for k, label in [("stsb-dev", "STS-B dev"), ("stsb", "STS-B test")]:
-            if k in sts:
-                cells[label] = sts[k]
+        cells = {label: sts[k] for k, label in [("stsb-dev", "STS-B dev"), ("stsb", "STS-B test")] if k in sts}
         if r.get("avg7") is not None:
             cells["Avg7"] = r["avg7"]
-        keys = sorted(cells, key=lambda k: (not k.startswith("STS") and k != "Avg7", [s in k for s in splits].index(True) if any(s in k for s in splits) else 0))
+        # The BEIR tasks by split, in the order asked, each in the order the run named them.
+        for split in splits:
+            for t in r.get("beir", []):
+                if t["split"] == split:
+                    d = t["name"].removeprefix("retrieval:").removesuffix("@" + split)
+                    cells[f"{Path(d).name} {split}"] = 100 * t[args.metric]
+        keys = list(cells)
         head = head or keys
         rows.append(f"| {name} | " + " | ".join(f"{cells[k]:.2f}" if k in cells else "—" for k in head) + " |")
     print("| model | " + " | ".join(head) + " |\n|" + "---|" * (len(head) + 1))
