@@ -4,7 +4,7 @@
 //! Needs `cargo build --release --bin st5` first (the README's test command does it).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use st5_tests::*;
@@ -359,4 +359,41 @@ fn a_saved_index_answers_as_search_does_and_refuses_what_it_cannot_use() {
         !o.status.success() && err.contains("cut.st5index") && err.contains("truncated"),
         "{err}"
     );
+}
+
+/// `st5 embed` on the built-in model (int8 compute): every text gets the same bits embedded one
+/// at a time on one thread as in reversed, duplicated batches of 64 on every core.
+#[test]
+fn st5_embed_gives_a_text_the_same_bits_in_any_batch() {
+    let (mut texts, _) = line_sentences("st-bert-gelu");
+    texts.push(String::new());
+    let input = scratch("invariance-in.txt");
+    std::fs::write(&input, texts.join("\n") + "\n").unwrap();
+    let mut mixed: Vec<String> = texts.iter().rev().cloned().collect();
+    mixed.extend(texts.iter().take(3).cloned());
+    let mixed_input = scratch("invariance-mixed.txt");
+    std::fs::write(&mixed_input, mixed.join("\n") + "\n").unwrap();
+    let embed = |input: &Path, batch: &str, threads: &str, out: &str| {
+        let out = scratch(out);
+        let o = Command::new(st5_bin())
+            .args(["embed", "--batch-size", batch, "--input", input.to_str().unwrap()])
+            .args(["--output", out.to_str().unwrap()])
+            .env("RAYON_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "st5 embed failed: {}", String::from_utf8_lossy(&o.stderr));
+        let (data, rows, cols) = st5_core::npy::read_f32(&std::fs::read(&out).unwrap()).unwrap();
+        (data.iter().map(|x| x.to_bits()).collect::<Vec<u32>>(), rows, cols)
+    };
+    let (alone, rows, d) = embed(&input, "1", "1", "invariance-alone.npy");
+    assert_eq!(rows, texts.len());
+    let (batched, rows, _) = embed(&mixed_input, "64", "4", "invariance-batched.npy");
+    assert_eq!(rows, mixed.len());
+    for (k, text) in mixed.iter().enumerate() {
+        let i = texts.iter().position(|t| t == text).unwrap();
+        assert!(
+            alone[i * d..(i + 1) * d] == batched[k * d..(k + 1) * d],
+            "text {i} ({text:?}) differs between alone and in a batch at position {k}"
+        );
+    }
 }

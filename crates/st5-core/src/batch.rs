@@ -1,22 +1,41 @@
-//! Length-bucketed batching: texts are grouped by token count so that padding stays small, and
-//! results are put back in input order.
+//! Length-bucketed batching: texts are grouped by token count so that padding stays small (or,
+//! on the CPU, absent), and results are put back in input order.
+
+/// Which texts may share a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping {
+    /// Texts of nearby lengths, padded to the longest: a GPU's way, fewer and larger dispatches.
+    /// Padding changes the reductions' lengths, so a text's vector agrees with its vector alone to
+    /// rounding only.
+    Padded,
+    /// Only texts of one token count: no padding token is computed, and every step of the CPU's
+    /// forward pass works on rows of the text's own length, so a text's vector is the same bits
+    /// whatever it is batched with (the CPU's way).
+    SameLength,
+}
 
 /// Splits indices `0..lengths.len()` into batches of at most `batch_size`, grouping similar
-/// lengths (sorted by length, longest first, ties in input order). A batch whose longest text
-/// has `n` tokens holds at most `max_rows(n)` texts (at least one), so that no device buffer
-/// outgrows the device's limits.
+/// lengths (sorted by length, longest first, ties in input order), or equal lengths only under
+/// [`Grouping::SameLength`]. A batch whose longest text has `n` tokens holds at most
+/// `max_rows(n)` texts (at least one), so that no device buffer outgrows the device's limits.
 pub fn plan_batches(
     lengths: &[usize],
     batch_size: usize,
     max_rows: impl Fn(usize) -> usize,
+    grouping: Grouping,
 ) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..lengths.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(lengths[i]));
     let mut batches = Vec::new();
     let mut rest = order.as_slice();
     while let Some(&first) = rest.first() {
+        let n = lengths[first];
         // Sorted longest first: the first text's length bounds the whole batch.
-        let take = batch_size.min(max_rows(lengths[first])).clamp(1, rest.len());
+        let same = match grouping {
+            Grouping::Padded => rest.len(),
+            Grouping::SameLength => rest.iter().take_while(|&&i| lengths[i] == n).count(),
+        };
+        let take = batch_size.min(max_rows(n)).min(same).clamp(1, rest.len());
         batches.push(rest[..take].to_vec());
         rest = &rest[take..];
     }
@@ -66,7 +85,32 @@ mod tests {
             (&[3, 3, 3], 8, &|_| 0, &[&[0], &[1], &[2]]),
         ];
         for (lengths, bs, max_rows, want) in cases {
-            let got = plan_batches(lengths, bs, max_rows);
+            let got = plan_batches(lengths, bs, max_rows, Grouping::Padded);
+            let want: Vec<Vec<usize>> = want.iter().map(|b| b.to_vec()).collect();
+            assert_eq!(got, want, "lengths {lengths:?} batch {bs}");
+        }
+    }
+
+    #[test]
+    fn same_length_batches_never_mix_lengths() {
+        // (lengths, batch size, rows allowed per batch, want)
+        let unlimited = |_: usize| usize::MAX;
+        let budget = |n: usize| 12 / n;
+        let cases: [(&[usize], usize, &dyn Fn(usize) -> usize, &[&[usize]]); 6] = [
+            (&[], 4, &unlimited, &[]),
+            (&[3], 4, &unlimited, &[&[0]]),
+            (&[1, 5, 3, 5, 2], 8, &unlimited, &[&[1, 3], &[2], &[4], &[0]]),
+            (&[2, 2, 2, 2, 2], 2, &unlimited, &[&[0, 1], &[2, 3], &[4]]),
+            (
+                &[6, 6, 6, 2, 2, 2, 2, 2, 2, 2],
+                8,
+                &budget,
+                &[&[0, 1], &[2], &[3, 4, 5, 6, 7, 8], &[9]],
+            ),
+            (&[3, 3, 3], 8, &|_| 0, &[&[0], &[1], &[2]]),
+        ];
+        for (lengths, bs, max_rows, want) in cases {
+            let got = plan_batches(lengths, bs, max_rows, Grouping::SameLength);
             let want: Vec<Vec<usize>> = want.iter().map(|b| b.to_vec()).collect();
             assert_eq!(got, want, "lengths {lengths:?} batch {bs}");
         }

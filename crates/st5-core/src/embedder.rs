@@ -6,7 +6,7 @@ use std::path::Path;
 use burn::module::Param;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::batch::plan_batches;
+use crate::batch::{Grouping, plan_batches};
 use crate::error::{Error, Result};
 use crate::files::ModelFiles;
 use crate::layout::ModelLayout;
@@ -233,8 +233,15 @@ impl Embedder {
             usize::try_from(limit / cfg.activation_bytes_per_text(seq + p).max(1))
                 .unwrap_or(usize::MAX)
         };
-        let plan =
-            plan_batches(&ids.iter().map(Vec::len).collect::<Vec<_>>(), self.batch_size, max_rows);
+        // On the CPU no text is padded: its vector is then a function of the text alone, the
+        // same bits whatever it is batched with (an index's vectors equal a query's).
+        let grouping = if crate::device::is_gpu(&self.device) {
+            Grouping::Padded
+        } else {
+            Grouping::SameLength
+        };
+        let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
+        let plan = plan_batches(&lengths, self.batch_size, max_rows, grouping);
         let out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
         Ok((plan, out))
     }

@@ -1,7 +1,8 @@
 //! Dynamic batching: one thread owns the model and runs the texts of every request in flight
 //! together, up to `--max-batch-tokens` a batch, taken in turn from each waiting request (one
 //! text from each, then the next from each, ...), so that a short request never waits behind the
-//! whole of a long one. The embedder sorts each batch by length and pads once per bucket.
+//! whole of a long one. The embedder sorts each batch by length (on the CPU it runs each length on
+//! its own, unpadded, so a text's vector does not depend on the requests it was batched with).
 //!
 //! A request whose client has gone (its answer channel closed) is dropped before its next text
 //! runs. A panic in the model fails the requests of that batch with a 500 and the thread goes on.
