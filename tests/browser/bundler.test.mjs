@@ -130,7 +130,7 @@ const cases = Object.entries(BUILDS).flatMap(([name, bundler]) => [
       );
       const same = r.pool.flat.length === r.one.flat.length && r.pool.flat.every((x, i) => Object.is(x, r.one.flat[i]));
       if (r.pool.threads !== 2 || !same) throw new Error(`threads ${r.pool.threads}, bit-identical ${same}`);
-      return `2 workers, 24 batches: bit-identical to one thread`;
+      return `2 workers, 48 texts in batches of at most 2: bit-identical to one thread`;
     },
   ],
   [
