@@ -26,14 +26,7 @@ fn models() -> Vec<(String, PathBuf)> {
     let mpnet_int8 = scratch_dir("invariance-mpnet-int8");
     let mpnet = fixture("st-mpnet");
     let tokenizer = (!mpnet.join("tokenizer.json").exists()).then(tokenizer_json);
-    convert(
-        &Dir(mpnet),
-        tokenizer.as_deref(),
-        WeightDtype::Int8,
-        &mpnet_int8,
-        None,
-    )
-    .unwrap();
+    convert(&Dir(mpnet), tokenizer.as_deref(), WeightDtype::Int8, &mpnet_int8, None).unwrap();
     out.push(("st-mpnet (int8)".into(), mpnet_int8));
     out
 }
