@@ -49,9 +49,18 @@ pub fn linear_reference<const D: usize>(
     let mut dims = x.dims();
     let [d_in, d_out] = weight.dims();
     let rows = dims[..D - 1].iter().product::<usize>();
-    let y = burn::tensor::module::linear(x.reshape([rows, d_in]), weight, bias);
+    let x = x.reshape([rows, d_in]);
     dims[D - 1] = d_out;
-    y.reshape(dims)
+    // One row is computed as two: gemm (flex's matmul) takes a matrix-vector path for a single
+    // row whose arithmetic is not its kernel's on every target (in wasm with relaxed SIMD its
+    // kernel fuses multiply and add, the vector path does not), and a row's bits must not depend
+    // on how many rows share the product (a text alone, or a lone text's pooled vector in the
+    // Dense head, against the same in a batch).
+    if rows == 1 {
+        let y = burn::tensor::module::linear(Tensor::cat(vec![x.clone(), x], 0), weight, bias);
+        return y.slice([0..1]).reshape(dims);
+    }
+    burn::tensor::module::linear(x, weight, bias).reshape(dims)
 }
 
 /// T5's RMS norm, `x / sqrt(mean(x²) + eps) * weight`: `x` `[batch, seq, d]`, `weight` `[d]` →
