@@ -56,11 +56,12 @@ pub fn linear_reference<const D: usize>(
     // kernel fuses multiply and add, the vector path does not), and a row's bits must not depend
     // on how many rows share the product (a text alone, or a lone text's pooled vector in the
     // Dense head, against the same in a batch).
-    if rows == 1 {
-        let y = burn::tensor::module::linear(Tensor::cat(vec![x.clone(), x], 0), weight, bias);
-        return y.slice([0..1]).reshape(dims);
-    }
-    burn::tensor::module::linear(x, weight, bias).reshape(dims)
+    let y = if rows == 1 {
+        burn::tensor::module::linear(x.repeat_dim(0, 2), weight, bias).slice([0..1])
+    } else {
+        burn::tensor::module::linear(x, weight, bias)
+    };
+    y.reshape(dims)
 }
 
 /// T5's RMS norm, `x / sqrt(mean(x²) + eps) * weight`: `x` `[batch, seq, d]`, `weight` `[d]` →
