@@ -397,3 +397,85 @@ fn st5_embed_gives_a_text_the_same_bits_in_any_batch() {
         );
     }
 }
+
+/// `st5 index build`'s scores are the dot products of `st5 embed`'s vectors, to the last bit: the
+/// corpus embedded in batches and each query alone give the same bits as `st5 embed` gives them
+/// in its own batches, and a quantized index's candidates are rescored by the f32 dot product in
+/// dimension order (an f32 index's matrix product sums in its own order: within 1e-6).
+#[test]
+fn index_scores_are_the_dot_products_of_embed_vectors() {
+    let (mut docs, _) = line_sentences("st-bert-gelu");
+    docs.extend(
+        std::fs::read_to_string(root().join("tests/fixtures/corpus.txt"))
+            .unwrap()
+            .lines()
+            .map(String::from),
+    );
+    let queries = ["Someone is strumming a guitar.", "capital city", "", "markets"];
+    let corpus = scratch("dots-corpus.txt");
+    std::fs::write(&corpus, docs.join("\n") + "\n").unwrap();
+    let queries_file = scratch("dots-queries.txt");
+    std::fs::write(&queries_file, queries.join("\n") + "\n").unwrap();
+    let embed = |input: &Path, out: &str| {
+        let out = scratch(out);
+        let o = run(
+            &["embed", "--input", input.to_str().unwrap(), "--output", out.to_str().unwrap()],
+            b"",
+        );
+        assert!(o.status.success(), "st5 embed: {}", String::from_utf8_lossy(&o.stderr));
+        let (mut data, rows, dim) = st5_core::npy::read_f32(&std::fs::read(&out).unwrap()).unwrap();
+        st5_core::model::l2_normalize_rows(&mut data, dim);
+        (data, rows, dim)
+    };
+    let (d, n, dim) = embed(&corpus, "dots-corpus.npy");
+    assert_eq!(n, docs.len());
+    let (q, nq, _) = embed(&queries_file, "dots-queries.npy");
+    assert_eq!(nq, queries.len());
+    for codes in ["int8", "binary", "none"] {
+        let index = scratch(&format!("dots-{codes}.st5index"));
+        let index = index.to_str().unwrap();
+        let o = run(
+            &[
+                "index",
+                "build",
+                "--corpus",
+                corpus.to_str().unwrap(),
+                "--output",
+                index,
+                "--codes",
+                codes,
+            ],
+            b"",
+        );
+        assert!(o.status.success(), "{codes}: {}", String::from_utf8_lossy(&o.stderr));
+        for (qi, query) in queries.iter().enumerate() {
+            let k = n.to_string();
+            let o = run(&["index", "query", "--json", "-k", &k, index, query], b"");
+            assert!(
+                o.status.success(),
+                "{codes} {query:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let got: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let hits = got["hits"].as_array().unwrap();
+            assert_eq!(hits.len(), n, "{codes} {query:?}: every document ranked");
+            let query_row = &q[qi * dim..][..dim];
+            for h in hits {
+                let id = h["id"].as_u64().unwrap() as usize;
+                assert_eq!(h["text"].as_str().unwrap(), docs[id], "{codes} {query:?}: hit {id}");
+                let score = h["score"].as_f64().unwrap() as f32;
+                let dot: f32 = d[id * dim..][..dim].iter().zip(query_row).map(|(a, b)| a * b).sum();
+                match codes {
+                    "none" => {
+                        assert!((score - dot).abs() <= 1e-6, "{query:?} doc {id}: {score} vs {dot}")
+                    }
+                    _ => assert_eq!(
+                        score.to_bits(),
+                        dot.to_bits(),
+                        "{codes} {query:?} doc {id}: {score} vs {dot}"
+                    ),
+                }
+            }
+        }
+    }
+}

@@ -681,3 +681,58 @@ fn wgpu_serves_as_st5_embed_on_wgpu() {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_rows(&rows_of(&r.json()), &want, "wgpu");
 }
+
+/// One text, one vector under load: 64 concurrent requests, each a different mix of short and
+/// truncated texts (duplicates included, in their own orders), are batched together by the
+/// server, and every vector is `st5 embed`'s for that text, bit for bit (base64 float32).
+#[test]
+fn concurrent_requests_give_each_text_st5_embeds_bits() {
+    let mut pool: Vec<String> = SENTENCES.iter().map(|s| s.to_string()).collect();
+    pool.extend(expected("st-bert-gelu").sentences.into_iter().filter(|s| !s.trim().is_empty()));
+    pool.retain(|s| !s.contains('\n') && !s.contains('\r'));
+    let dir = scratch_dir("serve-bits");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (input, output) = (dir.join("pool.txt"), dir.join("pool.npy"));
+    std::fs::write(&input, pool.join("\n") + "\n").unwrap();
+    let o = Command::new(workspace_bin("st5"))
+        .args(["embed", "--max-seq-length", "32", "--input", input.to_str().unwrap()])
+        .args(["--output", output.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "st5 embed: {}", String::from_utf8_lossy(&o.stderr));
+    let (mut want, rows, dim) = st5_core::npy::read_f32(&std::fs::read(&output).unwrap()).unwrap();
+    assert_eq!(rows, pool.len());
+    st5_core::model::l2_normalize_rows(&mut want, dim);
+    let server = Server::start(&["--auto-truncate"]);
+    let addr = server.addr;
+    let requests: Vec<Vec<usize>> =
+        (0..64).map(|i| (0..1 + i % 9).map(|j| (i * 7 + j * 13) % pool.len()).collect()).collect();
+    let replies: Vec<Reply> = std::thread::scope(|s| {
+        let handles: Vec<_> = requests
+            .iter()
+            .map(|texts| {
+                let body = json!({"input": texts.iter().map(|&t| &pool[t]).collect::<Vec<_>>(), "encoding_format": "base64"});
+                s.spawn(move || http(addr, "POST", "/v1/embeddings", &[], body.to_string().as_bytes()).unwrap())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut differing = 0;
+    for (texts, r) in requests.iter().zip(&replies) {
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let data = r.json()["data"].as_array().unwrap().clone();
+        assert_eq!(data.len(), texts.len());
+        for (&t, d) in texts.iter().zip(&data) {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(d["embedding"].as_str().unwrap())
+                .unwrap();
+            let got: Vec<u32> =
+                bytes.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().unwrap())).collect();
+            let bits: Vec<u32> = want[t * dim..][..dim].iter().map(|x| x.to_bits()).collect();
+            differing += usize::from(got != bits);
+        }
+    }
+    let total: usize = requests.iter().map(Vec::len).sum();
+    assert_eq!(differing, 0, "{differing} of {total} vectors differ from st5 embed's bits");
+    report(&format!("serve: 64 concurrent requests, {total} vectors, all st5 embed's bits"));
+}

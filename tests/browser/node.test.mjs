@@ -223,6 +223,9 @@ const failed = await runCases([
       const texts = [...st.sentences, ...st.sentences, ...st.sentences, ...st.sentences];
       const one = await st5.load(DIR, { device: 'cpu', threads: 1, batchSize: 2 });
       const single = await one.embedFlat(texts);
+      // Each text alone: the same bits as in its batch of 2 (the CPU never pads).
+      const alone = [];
+      for (const t of st.sentences) alone.push(...(await one.embedFlat([t])));
       await one.dispose();
       const pool = await st5.load(DIR, { device: 'cpu', threads: 2, batchSize: 2 });
       const first = await pool.embedFlat(texts); // starts the workers; the main thread runs it
@@ -236,8 +239,11 @@ const failed = await runCases([
       const weights = pool.weightBytes;
       await pool.dispose();
       const same = (a) => a.length === single.length && a.every((x, i) => Object.is(x, single[i]));
-      if (threads !== 2 || !same(first) || !same(pooled))
-        throw new Error(`threads ${threads}, first call identical ${same(first)}, pooled identical ${same(pooled)}`);
+      const aloneSame = alone.every((x, i) => Object.is(x, single[i]));
+      if (threads !== 2 || !same(first) || !same(pooled) || !aloneSame)
+        throw new Error(
+          `threads ${threads}, first call identical ${same(first)}, pooled identical ${same(pooled)}, alone identical ${aloneSame}`,
+        );
       const holds = (bytes) => Number.isInteger(bytes) && bytes >= weights;
       if (memory.workers.length !== 2 || !holds(memory.page) || !memory.workers.every(holds))
         throw new Error(`memory ${JSON.stringify(memory)} with ${weights} bytes of weights`);
@@ -245,7 +251,7 @@ const failed = await runCases([
       const err = maxAbsDiff(rows, want);
       if (!(err <= CPU_TOL)) throw new Error(`max abs error ${err}`);
       const mib = (b) => (b / 2 ** 20).toFixed(1);
-      return `2 worker_threads, ${batches} batches: bit-identical to one thread; max abs error ${err.toExponential(2)}; wasm memory page ${mib(memory.page)} MiB, workers ${memory.workers.map(mib).join(', ')} MiB`;
+      return `2 worker_threads, ${batches} batches: bit-identical to one thread and to each text alone; max abs error ${err.toExponential(2)}; wasm memory page ${mib(memory.page)} MiB, workers ${memory.workers.map(mib).join(', ')} MiB`;
     },
   ],
   [

@@ -45,6 +45,10 @@ pub enum IndexCommand {
         /// Candidates searched per result before exact rescoring; the mode's default when absent.
         #[arg(long, value_parser = at_least_one())]
         oversample: Option<usize>,
+        /// Print `{"hits": [{"id", "score", "text"}]}` (the shape of `st5 serve`'s `/search`),
+        /// scores at full f32 precision, instead of tab-separated lines.
+        #[arg(long)]
+        json: bool,
         /// The query text.
         query: String,
     },
@@ -106,14 +110,25 @@ pub fn run(command: IndexCommand) -> Result<()> {
             );
             Ok(())
         }
-        IndexCommand::Query { model, index, k, oversample, query } => {
+        IndexCommand::Query { model, index, k, oversample, json, query } => {
             let embedder = model.load()?;
             let opened = Opened::open(&model, &embedder, &index)?;
             let mut q = embedder.embed(&[query.as_str()])?;
             l2_normalize_rows(&mut q.data, q.dim);
+            let hits = opened.search(&q.data, k, oversample)?;
             let mut out = std::io::stdout().lock();
-            for (rank, (hit, text)) in opened.search(&q.data, k, oversample)?.iter().enumerate() {
-                writeln!(out, "{}\t{:.4}\t{text}", rank + 1, hit.score)?;
+            if json {
+                let hits: Vec<_> = hits
+                    .iter()
+                    .map(
+                        |(h, text)| serde_json::json!({"id": h.id, "score": h.score, "text": text}),
+                    )
+                    .collect();
+                writeln!(out, "{}", serde_json::json!({ "hits": hits }))?;
+            } else {
+                for (rank, (hit, text)) in hits.iter().enumerate() {
+                    writeln!(out, "{}\t{:.4}\t{text}", rank + 1, hit.score)?;
+                }
             }
             Ok(())
         }

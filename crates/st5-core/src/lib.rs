@@ -46,7 +46,7 @@ pub mod weights;
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
     atomic, charsmap, checkpoint, compute, config, files, fingerprint, index_file, layout, names,
-    npy, probe, prompt, quant, rng, tokenizer, vector_codes,
+    npy, probe, prompt, quant, rng, search, tokenizer, vector_codes,
 };
 
 pub use burn::tensor::Device;

@@ -61,6 +61,15 @@ pub enum Error {
         source: tokenizers::Error,
     },
     /// An argument is invalid (a zero batch size, an unknown variant name, ...).
+    /// A search collection's schema is unusable.
+    #[error("schema: {0}")]
+    Schema(String),
+    /// A document breaks its collection's schema (nothing of the call was added).
+    #[error("document {id:?}: field `{field}`: {message}")]
+    Document { id: String, field: String, message: String },
+    /// A search query or filter is malformed or names what the schema lacks.
+    #[error("query: {0}")]
+    Query(String),
     #[error("{0}")]
     Invalid(String),
 }

@@ -18,6 +18,7 @@
 //!   training, evaluation and tests share;
 //! - [`vector_codes`]: an index's int8 and binary vector codes; [`index_file`]: a saved index
 //!   (`st5 index build`), checked whole before use;
+//! - [`search`]: documents under a schema, keyword ranking (BM25), filters, facets and fusion;
 //! - [`atomic`]: every file written whole, through a temporary beside it and a rename;
 //! - [`error`]: the one error type, naming the file, tensor or line.
 
@@ -41,6 +42,7 @@ pub mod probe;
 pub mod prompt;
 pub mod quant;
 pub mod rng;
+pub mod search;
 pub mod source;
 pub mod tokenizer;
 pub mod variant;
