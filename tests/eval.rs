@@ -246,6 +246,8 @@ fn each_text_is_embedded_once_per_run() {
         protocol: Default::default(),
         query_prefix: String::new(),
         document_prefix: String::new(),
+        modes: Vec::new(),
+        fusions: Vec::new(),
     };
     let mut calls = 0;
     let mut seen = 0;

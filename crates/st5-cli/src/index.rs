@@ -14,17 +14,26 @@ use st5_core::rng::Rng;
 use st5_core::search_index::brute_force;
 use st5_core::{DeviceChoice, Hit, OpenDevice, Quantize, VectorIndex};
 
-use crate::{ModelArgs, embed, read_lines};
+use st5_core::search::{Fusion, Language, SearchMode, StoredField, TextField};
+
+use crate::{ModelArgs, documents, embed, read_lines};
 
 #[derive(Subcommand)]
 pub enum IndexCommand {
-    /// Embed a corpus (one document per line) and write it as an index file.
+    /// Embed a corpus (one document per line, `--corpus`; or documents with fields, `--docs`)
+    /// and write it as an index file.
     Build {
         #[command(flatten)]
         model: ModelArgs,
         /// Corpus file, one document per line.
+        #[arg(long, required_unless_present = "docs", conflicts_with = "docs")]
+        corpus: Option<PathBuf>,
+        /// Documents, one JSON object a line (JSON Lines), searched by vector, keyword or both;
+        /// `--text` names the fields searched, `--field` those stored and filtered.
         #[arg(long)]
-        corpus: PathBuf,
+        docs: Option<PathBuf>,
+        #[command(flatten)]
+        schema: SchemaArgs,
         /// The index file to write (replaced only once written completely).
         #[arg(long)]
         output: PathBuf,
@@ -32,6 +41,23 @@ pub enum IndexCommand {
         /// (f32). `--quantize` is its older name (`st5 quantize` is for a model's weights).
         #[arg(long, alias = "quantize", default_value = "int8", value_parser = crate::parse_name::<Quantize>)]
         codes: Quantize,
+    },
+    /// Add documents to a documents index, replacing those of the same id (JSON Lines).
+    Add {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The index file (`st5 index build --docs`); rewritten whole, the old one kept on failure.
+        index: PathBuf,
+        #[arg(long)]
+        docs: PathBuf,
+    },
+    /// Remove documents by id from a documents index (all named must be held).
+    Remove {
+        #[command(flatten)]
+        model: ModelArgs,
+        index: PathBuf,
+        #[arg(required = true)]
+        ids: Vec<String>,
     },
     /// Search an index file for a query (with the model that built it).
     Query {
@@ -42,6 +68,21 @@ pub enum IndexCommand {
         /// Number of results.
         #[arg(short = 'k', long, default_value_t = 5)]
         k: usize,
+        /// vector, keyword or hybrid; hybrid for a documents index, vector for lines.
+        #[arg(long, value_parser = crate::parse_name::<SearchMode>)]
+        mode: Option<SearchMode>,
+        /// A filter on the stored fields: `year >= 2020 and (lang = en or tags in (a, b))`.
+        #[arg(long = "where")]
+        filter: Option<String>,
+        /// Stored fields whose values to count over the matching documents, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        facets: Vec<String>,
+        /// How hybrid fuses: convex:ALPHA, rrf, rrf:K or rrf:K:WEIGHT (the default when absent).
+        #[arg(long, value_parser = crate::parse_name::<Fusion>)]
+        fusion: Option<Fusion>,
+        /// The query's last word also matches the words it begins (search as you type).
+        #[arg(long)]
+        prefix: bool,
         /// Candidates searched per result before exact rescoring; the mode's default when absent.
         #[arg(long, value_parser = at_least_one())]
         oversample: Option<usize>,
@@ -85,9 +126,65 @@ pub(crate) fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
+/// A documents index's schema, from flags.
+#[derive(clap::Args)]
+pub struct SchemaArgs {
+    /// The key of each document's id (a string).
+    #[arg(long, default_value = "id")]
+    id: String,
+    /// The fields searched, comma-separated, each with an optional boost: `title:2,body`.
+    #[arg(long, value_delimiter = ',', default_value = "text", value_parser = documents::parse_text_field)]
+    text: Vec<TextField>,
+    /// A stored, filterable field `NAME:TYPE` (string, number, boolean, string[]); repeatable.
+    #[arg(long, value_delimiter = ',', value_parser = documents::parse_stored_field)]
+    field: Vec<StoredField>,
+    /// The language of the text: its stemmer and stop words (`none`: words as they are).
+    #[arg(long, default_value = "english", value_parser = crate::parse_name::<Language>)]
+    language: Language,
+    /// Tokens a passage repeats from the one before, when a text is longer than the model's window.
+    #[arg(long, default_value_t = documents::DEFAULT_OVERLAP)]
+    overlap: usize,
+}
+
 pub fn run(command: IndexCommand) -> Result<()> {
     match command {
-        IndexCommand::Build { model, corpus, output, codes } => {
+        IndexCommand::Build { model, docs: Some(docs), output, codes, schema: a, .. } => {
+            let schema = documents::schema(a.id, a.text, a.field, a.language)?;
+            documents::build(&model, &docs, &output, codes, schema, a.overlap)
+        }
+        IndexCommand::Add { model, index, docs } => documents::add(&model, &index, &docs),
+        IndexCommand::Remove { model, index, ids } => documents::remove(&model, &index, &ids),
+        IndexCommand::Query {
+            model,
+            index,
+            k,
+            mode,
+            filter,
+            facets,
+            fusion,
+            prefix,
+            json,
+            query,
+            ..
+        } if mode.is_some_and(|m| m != SearchMode::Vector)
+            || filter.is_some()
+            || !facets.is_empty()
+            || IndexFile::open(&index).is_ok_and(|f| f.is_documents()) =>
+        {
+            let q = documents::Query {
+                text: &query,
+                mode: mode.unwrap_or_default(),
+                k,
+                filter: filter.as_deref(),
+                facets,
+                fusion,
+                prefix,
+                json,
+            };
+            documents::query(&model, &index, q)
+        }
+        IndexCommand::Build { model, corpus, output, codes, .. } => {
+            let corpus = corpus.expect("clap requires --corpus without --docs");
             let docs = read_lines(
                 std::fs::read(&corpus).with_context(|| format!("reading {}", corpus.display()))?,
                 &corpus.display().to_string(),
@@ -110,7 +207,7 @@ pub fn run(command: IndexCommand) -> Result<()> {
             );
             Ok(())
         }
-        IndexCommand::Query { model, index, k, oversample, json, query } => {
+        IndexCommand::Query { model, index, k, oversample, json, query, .. } => {
             let embedder = model.load()?;
             let opened = Opened::open(&model, &embedder, &index)?;
             let mut q = embedder.embed(&[query.as_str()])?;

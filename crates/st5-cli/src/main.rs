@@ -4,6 +4,7 @@
 //! `.npy`, or JSON Lines for `.jsonl` and stdout. `st5 search` ranks a corpus against a query;
 //! `st5 index` builds a saved (optionally quantized) index for large corpora and queries it.
 
+mod documents;
 mod index;
 
 use std::cell::OnceCell;
@@ -131,6 +132,14 @@ enum Command {
         /// Retrieval: text put before every document (e.g. `passage: `).
         #[arg(long, default_value = "")]
         document_prefix: String,
+        /// Retrieval: how to rank, comma-separated: vector (the model), keyword (BM25 over the
+        /// texts) and hybrid (both, fused by each `--fusion`).
+        #[arg(long, default_value = "vector", value_delimiter = ',', value_parser = parse_name::<st5_core::search::SearchMode>)]
+        modes: Vec<st5_core::search::SearchMode>,
+        /// Retrieval: the fusions a hybrid run is measured with, comma-separated: convex:ALPHA
+        /// (the vector's weight), rrf, rrf:K or rrf:K:WEIGHT; the library's default when absent.
+        #[arg(long, value_delimiter = ',', value_parser = parse_name::<st5_core::search::Fusion>)]
+        fusion: Vec<st5_core::search::Fusion>,
         /// The evaluation data directory (SentEval layout, as in shared/data); default:
         /// `$ST5_DATA`, else `../shared/data` from the working directory.
         #[arg(long)]
@@ -626,6 +635,8 @@ fn main() -> Result<()> {
             oversample,
             query_prefix,
             document_prefix,
+            modes,
+            fusion,
             data,
             glue_dir,
             json,
@@ -646,6 +657,8 @@ fn main() -> Result<()> {
                 },
                 query_prefix,
                 document_prefix,
+                modes,
+                fusions: fusion,
             };
             let embedder = model.load()?;
             let (_, limit) = model.device.device_with_limit()?;

@@ -195,14 +195,9 @@ impl SentenceModel {
     }
 }
 
-/// [`l2_normalize`] on the host, in place, for row-major `[n, dim]` values already read back
-/// (a model without a Normalize module, searched by cosine).
-pub fn l2_normalize_rows(data: &mut [f32], dim: usize) {
-    for row in data.chunks_mut(dim.max(1)) {
-        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-        row.iter_mut().for_each(|x| *x /= norm);
-    }
-}
+/// [`l2_normalize`] on the host, for values already read back (st5-format's, which the search
+/// library's document index uses too).
+pub use crate::vector_codes::l2_normalize_rows;
 
 #[cfg(test)]
 mod tests {

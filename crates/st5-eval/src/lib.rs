@@ -27,6 +27,7 @@ use serde::Serialize;
 
 pub use error::{EvalError, Result};
 use retrieval::{BeirResult, BeirTask};
+use st5_format::search::{Fusion, SearchMode, fuse};
 use tasks::{
     ClassifyResult, ClassifyTask, Geometry, GeometryTask, Protocol, RetrievalResult, RetrievalTask,
     StsResult, StsTask, Table,
@@ -88,6 +89,11 @@ pub struct EvalOptions {
     /// and `passage: `); empty for most models.
     pub query_prefix: String,
     pub document_prefix: String,
+    /// How BEIR retrieval ranks: by vector, by keyword (BM25 over the raw texts, st5's search
+    /// library), or both fused by each of `fusions`. Empty: vector only.
+    pub modes: Vec<SearchMode>,
+    /// The fusions a hybrid run is measured with (empty: the library's default).
+    pub fusions: Vec<Fusion>,
 }
 
 /// What [`run`] asks of the model under evaluation: st5-eval runs no model and knows no device.
@@ -244,8 +250,16 @@ pub fn run(options: &EvalOptions, model: &mut dyn Embed) -> Result<Report> {
     let table = Table { index, data: vectors, dim };
     let mut beir_results = Vec::new();
     for ((task, (docs, queries)), (_, order)) in beir.iter().zip(&beir_texts).zip(&dirs) {
-        let results = score_beir(task, docs, queries, &table, model)?;
-        beir_results.extend(order.iter().map(|(i, _)| *i).zip(results));
+        let results =
+            score_beir(task, docs, queries, &table, model, (&options.modes, &options.fusions))?;
+        // Each spec's results, one a mode, in the order the specs were named.
+        let per_mode = results.len() / order.len();
+        beir_results.extend(
+            results
+                .into_iter()
+                .enumerate()
+                .map(|(j, r)| (order[j % order.len()].0 * per_mode + j / order.len(), r)),
+        );
     }
     // In the order the tasks were named.
     beir_results.sort_by_key(|(i, _)| *i);
@@ -294,6 +308,7 @@ fn score_beir(
     queries: &[Vec<String>],
     table: &Table,
     model: &mut dyn Embed,
+    (modes, fusions): (&[SearchMode], &[Fusion]),
 ) -> Result<Vec<BeirResult>> {
     let all: Vec<String> = queries.concat();
     let (q, d) = (unit_rows(table, &all), unit_rows(table, docs));
@@ -307,17 +322,50 @@ fn score_beir(
             docs.len()
         )));
     }
-    let runs: Vec<Vec<(usize, f32)>> =
-        hits.iter().map(|h| h.iter().map(|&(r, s)| (r as usize, s)).collect()).collect();
     let truncated = model.truncated(docs)?;
-    let mut at = 0;
-    Ok(task
-        .splits
-        .iter()
-        .map(|split| {
+    let depth = retrieval::DEPTH.min(docs.len());
+    let modes = if modes.is_empty() { &[SearchMode::Vector][..] } else { modes };
+    let fusions = if fusions.is_empty() { &[Fusion::default()][..] } else { fusions };
+    let keyword = if modes.iter().any(|m| *m != SearchMode::Vector) {
+        let raw: Vec<&String> = task.splits.iter().flat_map(|s| &s.queries).collect();
+        Some(retrieval::keyword_search(&task.docs, &raw, depth)?)
+    } else {
+        None
+    };
+    // (mode's name, each query's hits), in the order asked.
+    let mut ranked: Vec<(String, Vec<Vec<(u32, f32)>>)> = Vec::new();
+    for mode in modes {
+        match mode {
+            SearchMode::Vector => ranked.push((mode.to_string(), hits.clone())),
+            SearchMode::Keyword => {
+                ranked.push((mode.to_string(), keyword.clone().expect("keyword runs")))
+            }
+            SearchMode::Hybrid => {
+                let keyword = keyword.as_ref().expect("keyword runs");
+                for &f in fusions {
+                    let fused = hits
+                        .iter()
+                        .zip(keyword)
+                        .map(|(v, k)| {
+                            let mut h = fuse(v, k, f);
+                            h.truncate(depth);
+                            h
+                        })
+                        .collect();
+                    ranked.push((format!("hybrid {f}"), fused));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (mode, hits) in ranked {
+        let runs: Vec<Vec<(usize, f32)>> =
+            hits.iter().map(|h| h.iter().map(|&(r, s)| (r as usize, s)).collect()).collect();
+        let mut at = 0;
+        for split in &task.splits {
             let runs = &runs[at..at + split.queries.len()];
             at += split.queries.len();
-            BeirResult {
+            out.push(BeirResult {
                 name: split.name.clone(),
                 split: split.split.clone(),
                 metrics: task.score(split, runs),
@@ -325,9 +373,11 @@ fn score_beir(
                 documents: docs.len(),
                 truncated_documents: truncated,
                 codes: model.codes(),
-            }
-        })
-        .collect())
+                mode: mode.clone(),
+            });
+        }
+    }
+    Ok(out)
 }
 
 impl Report {
@@ -430,7 +480,7 @@ impl Report {
             out += "\n";
         }
         if !self.beir.is_empty() {
-            out += "### Retrieval (BEIR layout; cosine top 100; nDCG@10, recall@10 and @100, MRR@10 ×100)\n\n";
+            out += "### Retrieval (BEIR layout; top 100 by cosine, BM25 or both fused; nDCG@10, recall@10 and @100, MRR@10 ×100)\n\n";
             let head = [
                 "task",
                 "split",
@@ -442,6 +492,7 @@ impl Report {
                 "documents",
                 "truncated",
                 "codes",
+                "mode",
             ];
             out += &row(head.iter().map(|h| h.to_string()).collect());
             out += &sep(head.len());
@@ -464,6 +515,7 @@ impl Report {
                     r.documents.to_string(),
                     r.truncated_documents.map_or("?".into(), |n| n.to_string()),
                     r.codes.clone(),
+                    r.mode.clone(),
                 ]);
             }
             let cut: usize = self.beir.iter().filter_map(|r| r.truncated_documents).sum();

@@ -87,6 +87,8 @@ pub struct BeirResult {
     pub truncated_documents: Option<usize>,
     /// The vector index's codes the search ran on (`none`, `int8`, `binary`), as the caller named them.
     pub codes: String,
+    /// How it ranked: `vector`, `keyword` or `hybrid FUSION`.
+    pub mode: String,
 }
 
 fn bad(path: &Path, line: usize, message: impl Into<String>) -> EvalError {
@@ -293,6 +295,31 @@ pub fn metrics(qrels: &[Vec<(&str, i64)>], runs: &[Vec<(&str, f64)>]) -> Metrics
         recall_at_100: sum[2] / n,
         mrr_at_10: sum[3] / n,
     }
+}
+
+/// Each query's `k` best documents by BM25 (st5's search library: one text field, English
+/// analysis), as (row, score) best first.
+pub fn keyword_search(
+    docs: &[String],
+    queries: &[&String],
+    k: usize,
+) -> Result<Vec<Vec<(u32, f32)>>> {
+    use st5_format::search::{Collection, Schema, TextField};
+    let schema = Schema {
+        id: "id".into(),
+        text: vec![TextField { name: "text".into(), boost: 1.0 }],
+        fields: Vec::new(),
+        language: Default::default(),
+    };
+    let mut c = Collection::new(schema).map_err(|e| EvalError::Invalid(e.to_string()))?;
+    let rows: Vec<serde_json::Value> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| serde_json::json!({"id": i.to_string(), "text": d}))
+        .collect();
+    c.add(&rows).map_err(|e| EvalError::Invalid(e.to_string()))?;
+    // Slots are rows: the collection was empty and every document was added in order.
+    Ok(queries.iter().map(|q| c.keyword_search(q, k, None, false)).collect())
 }
 
 /// The exact top `k` of `corpus` (row-major `[n, dim]`) for each query by dot product, score

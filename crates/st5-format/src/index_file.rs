@@ -12,6 +12,11 @@
 //! | texts  JSON array of count strings (texts_bytes long)
 //! | SHA-256 of everything above (32 bytes)
 //! ```
+//! Version 1 holds lines (`st5 index build --corpus`): one vector a line. Version 2 holds
+//! documents (`--docs`): the vectors are their passages', and the texts section is the
+//! collection as JSON ([`SavedCollection`]: the schema, the passage window, the documents and
+//! each passage's document, field and byte range). A version 1 file still opens, and
+//! [`IndexFile::collection`] gives it as documents of one `text` field, ids its line numbers.
 //! A query reads the f32 vectors from the memory map, only those of the candidates it rescores;
 //! the pages that opening touched (the checksum reads every byte) are the kernel's page cache,
 //! which it reclaims under pressure, not the process's own memory.
@@ -24,10 +29,14 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::files::FileBytes;
+pub use crate::search::documents::SavedCollection;
 use crate::vector_codes::{Codes, Quantize};
 
 pub const MAGIC: &[u8; 8] = b"ST5INDEX";
+/// Lines.
 const VERSION: u32 = 1;
+/// Documents.
+const DOCUMENTS_VERSION: u32 = 2;
 /// The widest vectors a header may declare: far above any sentence encoder's (sentence-t5-xxl:
 /// 768), and low enough that no size computed from it overflows before it is checked.
 const MAX_DIM: usize = 1 << 16;
@@ -142,6 +151,42 @@ pub fn write(
     }
     let texts_json = texts_json(texts);
     let header = IndexHeader::new(quantize, model, dim, texts.len(), texts_json.len() as u64);
+    write_sections(path, &header, vectors, &texts_json)
+}
+
+/// Writes a documents index (version 2): `collection` with its passages' row-major `vectors`
+/// (width `dim`, finite), as [`write`] does.
+pub fn write_documents(
+    path: &Path,
+    quantize: Quantize,
+    model: &str,
+    dim: usize,
+    collection: &SavedCollection,
+    vectors: &[f32],
+) -> Result<()> {
+    let bad = |message: String| Error::Index { path: path.into(), message };
+    check_vectors(dim, 0, vectors).map_err(bad)?;
+    let count = collection.passages.len();
+    if vectors.len() != count * dim {
+        return Err(bad(format!(
+            "{} vector values for {count} passages of width {dim}",
+            vectors.len()
+        )));
+    }
+    let json = serde_json::to_vec(collection).expect("a collection serializes");
+    let mut header = IndexHeader::new(quantize, model, dim, count, json.len() as u64);
+    header.version = DOCUMENTS_VERSION;
+    write_sections(path, &header, vectors, &json)
+}
+
+/// The file of `header`: its codes encoded from `vectors`, the vectors, `texts`, the checksum.
+fn write_sections(
+    path: &Path,
+    header: &IndexHeader,
+    vectors: &[f32],
+    texts_json: &[u8],
+) -> Result<()> {
+    let (quantize, dim) = (header.quantize, header.dim);
     let codes = quantize.packing().map(|p| p.encode(dim, vectors)).unwrap_or_default();
     crate::atomic::write_with(path, |file| {
         let mut out = Hashing(file, Checksum::default());
@@ -152,7 +197,7 @@ pub fn write(
         for x in codes.scales.iter().chain(vectors) {
             out.write_all(&x.to_le_bytes())?;
         }
-        out.write_all(&texts_json)?;
+        out.write_all(texts_json)?;
         let Hashing(file, hash) = out;
         file.write_all(&hash.finish())
     })
@@ -237,8 +282,11 @@ impl IndexLayout {
         let head = &bytes[16..header_end];
         let version: Version =
             serde_json::from_slice(head).map_err(|e| bad(format!("corrupt header: {e}")))?;
-        if version.version != VERSION {
-            return Err(bad(format!("version {} (this st5 reads {VERSION})", version.version)));
+        if ![VERSION, DOCUMENTS_VERSION].contains(&version.version) {
+            return Err(bad(format!(
+                "version {} (this st5 reads {VERSION} and {DOCUMENTS_VERSION})",
+                version.version
+            )));
         }
         let header: IndexHeader =
             serde_json::from_slice(head).map_err(|e| bad(format!("corrupt header: {e}")))?;
@@ -329,10 +377,54 @@ impl IndexFile {
         Ok(out)
     }
 
-    /// The documents, in id order.
+    /// The documents, in id order (a lines index: version 1).
     pub fn texts(&self) -> Result<Vec<String>> {
+        if self.is_documents() {
+            return Err(Error::Index {
+                path: self.path.clone(),
+                message: "holds documents, not lines: search it with its fields (`st5 index query --mode`)".into(),
+            });
+        }
         let s = &self.sections;
         parse_texts(&self.bytes[s.texts..s.end], self.header.count, &self.path)
+    }
+
+    /// Whether it holds documents (version 2) rather than lines.
+    pub fn is_documents(&self) -> bool {
+        self.header.version == DOCUMENTS_VERSION
+    }
+
+    /// The collection: a documents index's own, or a lines index's lines as documents of one
+    /// `text` field with ids `"0"`, `"1"`, ... (each line one passage; an empty line has none,
+    /// and its vector is left out of [`collection_vectors`](Self::collection_vectors)).
+    pub fn collection(&self) -> Result<SavedCollection> {
+        let bad = |message: String| Error::Index { path: self.path.clone(), message };
+        if !self.is_documents() {
+            return Ok(SavedCollection::from_lines(&self.texts()?));
+        }
+        let s = &self.sections;
+        let saved: SavedCollection = serde_json::from_slice(&self.bytes[s.texts..s.end])
+            .map_err(|e| bad(format!("collection: {e}")))?;
+        if saved.passages.len() != self.header.count {
+            return Err(bad(format!(
+                "{} passages for {} vectors",
+                saved.passages.len(),
+                self.header.count
+            )));
+        }
+        Ok(saved)
+    }
+
+    /// The vectors of [`collection`](Self::collection)'s passages, row-major.
+    pub fn collection_vectors(&self) -> Result<Vec<f32>> {
+        if self.is_documents() {
+            return Ok(self.vectors());
+        }
+        let keep: Vec<u32> = (self.texts()?.iter().enumerate())
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(i, _)| i as u32)
+            .collect();
+        self.rows(&keep)
     }
 }
 
@@ -462,9 +554,9 @@ mod tests {
         // texts_bytes that reach just below usize::MAX, so that the checksum's 32 bytes overflow.
         let words = (16 + head(1, "5", &u64::MAX.to_string()).len()).next_multiple_of(8) as u64;
         let overflow = headed(&head(1, "5", &(u64::MAX - words - 10).to_string()));
-        let newer = headed(&head(2, "5", "2").replace('}', r#","ann":{"m":16}}"#));
+        let newer = headed(&head(3, "5", "2").replace('}', r#","ann":{"m":16}}"#));
         let cases: [(&str, Vec<u8>, &str); 9] = [
-            ("newer version", newer, "version 2 (this st5 reads 1)"),
+            ("newer version", newer, "version 3 (this st5 reads 1 and 2)"),
             ("huge dim", headed(&head(1, "1000000000000", "2")), "dim 1000000000000"),
             ("overflowing sizes", overflow, "sizes overflow"),
             ("empty", vec![], "no ST5INDEX magic"),

@@ -21,9 +21,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::by_name::by_name;
 
+/// Each row of row-major `[n, dim]` values scaled to unit length, in place (a row of zeros stays
+/// zero): how an index's vectors and queries are made unit before they are searched by dot
+/// product (a model without a Normalize module, searched by cosine).
+pub fn l2_normalize_rows(data: &mut [f32], dim: usize) {
+    for row in data.chunks_mut(dim.max(1)) {
+        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        row.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
 /// How an index stores its searchable vectors; chosen when the index is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+
 pub enum Quantize {
     /// f32 vectors, searched exactly: 4 bytes a dimension.
     #[default]
