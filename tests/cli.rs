@@ -479,3 +479,184 @@ fn index_scores_are_the_dot_products_of_embed_vectors() {
         }
     }
 }
+
+/// `st5 index build --docs` (JSON Lines, a schema from flags, passages of a 32-token window):
+/// vector scores are the dot products of `st5 embed`'s vectors of the passages and the query, to
+/// the last bit; a filter returns only matching documents, with facet counts over all of them;
+/// keyword hits highlight the query's words; `add` replaces by id and `remove` deletes, a
+/// missing id or a document that breaks the schema is refused by name and leaves the file as
+/// it was; a lines index answers keyword queries too.
+#[test]
+fn a_documents_index_searches_filters_updates_and_refuses_bad_documents() {
+    let long = "The river flooded the old town. ".repeat(12);
+    let docs = [
+        serde_json::json!({"id": "guitar", "title": "Guitar lessons", "body": "A man is playing a guitar on the stage.", "year": 2021, "tags": ["music"]}),
+        serde_json::json!({"id": "onion", "title": "Kitchen", "body": "A woman is slicing an onion in the kitchen.", "year": 2018, "tags": ["food"]}),
+        serde_json::json!({"id": "paris", "title": "Capitals", "body": "Paris is the capital of France.", "year": 2022, "tags": ["travel", "europe"]}),
+        serde_json::json!({"id": "river", "title": "Floods", "body": long, "year": 2020, "tags": ["news", "europe"]}),
+        serde_json::json!({"id": "stocks", "body": "Stock markets fell sharply after the announcement.", "year": 2019}),
+    ];
+    let jsonl = |docs: &[serde_json::Value], name: &str| {
+        let path = scratch(name);
+        std::fs::write(&path, docs.iter().map(|d| d.to_string() + "\n").collect::<String>())
+            .unwrap();
+        path
+    };
+    let input = jsonl(&docs, "docs.jsonl");
+    let index = scratch("docs.st5index");
+    let index_s = index.to_str().unwrap();
+    let window = ["--max-seq-length", "32"];
+    let mut build = vec!["index", "build", "--docs", input.to_str().unwrap(), "--output", index_s];
+    build.extend(["--text", "title:2,body", "--field", "year:number", "--field", "tags:string[]"]);
+    build.extend(window);
+    let o = run(&build, b"");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let query = |args: &[&str], q: &str| -> serde_json::Value {
+        let mut a = vec!["index", "query", index_s, "--json", "-k", "10"];
+        a.extend(window);
+        a.extend(args);
+        a.push(q);
+        let o = run(&a, b"");
+        assert!(o.status.success(), "{a:?}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let embed = |texts: &[&str]| -> Vec<Vec<f32>> {
+        let o = run(&["embed", "--max-seq-length", "32"], texts.join("\n").as_bytes());
+        assert!(o.status.success());
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut v: Vec<f32> = serde_json::from_str(l).unwrap();
+                st5_core::model::l2_normalize_rows(&mut v, usize::MAX);
+                v
+            })
+            .collect()
+    };
+    // Vector scores, passage by passage.
+    let q = "the town was under water";
+    let got = query(&["--mode", "vector"], q);
+    let hits = got["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), docs.len());
+    assert_eq!(hits[0]["id"], "river");
+    assert!(
+        hits[0]["passages"].as_array().unwrap().len() > 1,
+        "a long body makes several passages"
+    );
+    let qv = &embed(&[q])[0];
+    for h in hits {
+        let best = h["passages"][0]["score"].as_f64().unwrap() as f32;
+        assert_eq!(best.to_bits(), (h["score"].as_f64().unwrap() as f32).to_bits(), "{}", h["id"]);
+        for p in h["passages"].as_array().unwrap() {
+            let text = p["text"].as_str().unwrap();
+            let field = h["document"][p["field"].as_str().unwrap()].as_str().unwrap();
+            let chars: Vec<char> = field.chars().collect();
+            let (a, b) =
+                (p["start"].as_u64().unwrap() as usize, p["end"].as_u64().unwrap() as usize);
+            assert_eq!(
+                chars[a..b].iter().collect::<String>(),
+                text,
+                "offsets map back to the field"
+            );
+            let dot: f32 = embed(&[text])[0].iter().zip(qv).map(|(x, y)| x * y).sum();
+            let score = p["score"].as_f64().unwrap() as f32;
+            assert_eq!(score.to_bits(), dot.to_bits(), "{}: {text:?}: {score} vs {dot}", h["id"]);
+        }
+    }
+    // A filter, and facets over everything it matches.
+    let got = query(
+        &["--where", "year >= 2020 and tags in (europe, music)", "--facets", "tags"],
+        "europe",
+    );
+    let ids: Vec<&str> =
+        got["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["guitar", "paris", "river"]);
+    assert_eq!(got["matched"], 3);
+    assert_eq!(
+        got["facets"]["tags"],
+        serde_json::json!([["europe", 2], ["music", 1], ["news", 1], ["travel", 1]])
+    );
+    // Keyword: the word found and marked.
+    let got = query(&["--mode", "keyword"], "onions");
+    let hit = &got["hits"][0];
+    assert_eq!((hit["id"].as_str(), got["hits"].as_array().unwrap().len()), (Some("onion"), 1));
+    let p = &hit["passages"][0];
+    let text: Vec<char> = p["text"].as_str().unwrap().chars().collect();
+    let [a, b] = [0, 1].map(|i| {
+        p["highlights"][0][i].as_u64().unwrap() as usize - p["start"].as_u64().unwrap() as usize
+    });
+    assert_eq!(text[a..b].iter().collect::<String>(), "onion");
+    // add replaces by id; remove deletes; what is refused changes nothing.
+    let more = jsonl(
+        &[
+            serde_json::json!({"id": "onion", "body": "Garlic and shallots.", "year": 2024}),
+            serde_json::json!({"id": "tea", "body": "Green tea leaves.", "year": 2023}),
+        ],
+        "more.jsonl",
+    );
+    let o = run(
+        &[&["index", "add", index_s, "--docs", more.to_str().unwrap()][..], &window].concat(),
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(query(&["--mode", "keyword"], "onion")["hits"].as_array().unwrap().is_empty());
+    assert_eq!(query(&["--mode", "keyword"], "shallots")["hits"][0]["id"], "onion");
+    assert_eq!(query(&["--mode", "keyword"], "tea")["hits"][0]["id"], "tea");
+    let o = run(&[&["index", "remove", index_s, "guitar"][..], &window].concat(), b"");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let before = std::fs::read(&index).unwrap();
+    // Five documents again (tea in, guitar out), none of them guitar.
+    let all = query(&[], "guitar");
+    let ids: Vec<&str> =
+        all["hits"].as_array().unwrap().iter().map(|h| h["id"].as_str().unwrap()).collect();
+    assert!(ids.len() == docs.len() && !ids.contains(&"guitar"), "{ids:?}");
+    let o = run(&[&["index", "remove", index_s, "tea", "nothing-here"][..], &window].concat(), b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("nothing-here"), "{err}");
+    let bad = jsonl(
+        &[
+            serde_json::json!({"id": "x", "body": "fine"}),
+            serde_json::json!({"id": "y", "year": "soon"}),
+        ],
+        "bad.jsonl",
+    );
+    let o = run(
+        &[&["index", "add", index_s, "--docs", bad.to_str().unwrap()][..], &window].concat(),
+        b"",
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("\"y\"")
+            && err.contains("`year`")
+            && err.contains("bad.jsonl"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&index).unwrap(), before, "a refused change altered the file");
+    // A lines index (`--corpus`) answers a keyword query, ids its line numbers.
+    let lines = scratch("lines.st5index");
+    let corpus = root().join("tests/fixtures/corpus.txt");
+    let o = run(
+        &[
+            "index",
+            "build",
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--output",
+            lines.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(o.status.success());
+    let o = run(
+        &["index", "query", lines.to_str().unwrap(), "--mode", "keyword", "--json", "France"],
+        b"",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let line: usize = got["hits"][0]["id"].as_str().unwrap().parse().unwrap();
+    let text = std::fs::read_to_string(&corpus).unwrap();
+    assert!(text.lines().nth(line).unwrap().contains("France"));
+}

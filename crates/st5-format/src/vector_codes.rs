@@ -34,7 +34,6 @@ pub fn l2_normalize_rows(data: &mut [f32], dim: usize) {
 /// How an index stores its searchable vectors; chosen when the index is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-
 pub enum Quantize {
     /// f32 vectors, searched exactly: 4 bytes a dimension.
     #[default]

@@ -556,7 +556,8 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 fn check_unit(vectors: &[f32], dim: usize) -> Result<()> {
     for (i, row) in vectors.chunks(dim).enumerate() {
         let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if !((norm - 1.0).abs() <= 1e-3) {
+        // NaN fails too.
+        if (norm - 1.0).abs().is_nan() || (norm - 1.0).abs() > 1e-3 {
             return Err(Error::Invalid(format!(
                 "vector {i} has length {norm}, not 1: give unit vectors"
             )));

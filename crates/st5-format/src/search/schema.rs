@@ -215,8 +215,18 @@ impl Schema {
             map.insert(f.name.clone(), t.clone().into());
         }
         for (f, v) in self.fields.iter().zip(&doc.fields) {
-            if let Some(v) = v {
-                map.insert(f.name.clone(), serde_json::to_value(v).expect("a value serializes"));
+            match v {
+                // A whole number as JSON writes it (2020, not 2020.0).
+                Some(Value::Number(x)) if x.fract() == 0.0 && x.abs() < 9e15 => {
+                    map.insert(f.name.clone(), (*x as i64).into());
+                }
+                Some(v) => {
+                    map.insert(
+                        f.name.clone(),
+                        serde_json::to_value(v).expect("a value serializes"),
+                    );
+                }
+                None => {}
             }
         }
         serde_json::Value::Object(map)
@@ -283,7 +293,7 @@ mod tests {
         );
         assert_eq!(
             s.to_json(&doc),
-            json!({"id": "a", "title": "T", "body": "", "year": 2021.0, "tags": ["x"]})
+            json!({"id": "a", "title": "T", "body": "", "year": 2021, "tags": ["x"]})
         );
     }
 
