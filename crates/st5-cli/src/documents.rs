@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use st5_core::Embedder;
 use st5_core::Quantize;
-use st5_core::index_file::{self, IndexFile};
+use st5_core::index_file;
 use st5_core::model::l2_normalize_rows;
 use st5_core::search::{
     DocumentIndex, FieldType, Filter, Fusion, Language, Schema, SearchMode, SearchOptions,
@@ -131,17 +131,7 @@ pub fn open(
     embedder: &Embedder,
     path: &Path,
 ) -> Result<(DocumentIndex, Quantize)> {
-    let file = IndexFile::open(path)?;
-    let identity = model.identity(embedder)?;
-    if file.header.model != identity || file.header.dim != embedder.dim() {
-        bail!(
-            "{} was built with another model or settings ({}, width {}; this model: {identity}, width {}); rebuild it with `st5 index build`",
-            path.display(),
-            file.header.model,
-            file.header.dim,
-            embedder.dim()
-        );
-    }
+    let file = crate::index::open_for(model, embedder, path)?;
     let saved = file.collection()?;
     let index = DocumentIndex::open(saved, file.header.dim, file.collection_vectors()?)
         .with_context(|| format!("{}: its collection", path.display()))?;

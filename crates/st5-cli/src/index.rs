@@ -248,21 +248,32 @@ pub struct Opened {
     texts: Vec<String>,
 }
 
+/// Opens `path` (checked whole) after checking that it was built with this model and these
+/// settings: every command that reads an index opens it here.
+pub fn open_for(
+    model: &ModelArgs,
+    embedder: &st5_core::Embedder,
+    path: &Path,
+) -> Result<IndexFile> {
+    let file = IndexFile::open(path)?;
+    let identity = model.identity(embedder)?;
+    if file.header.model != identity || file.header.dim != embedder.dim() {
+        bail!(
+            "{} was built with another model or settings ({}, width {}; this model: {identity}, width {}); rebuild it with `st5 index build`",
+            path.display(),
+            file.header.model,
+            file.header.dim,
+            embedder.dim()
+        );
+    }
+    Ok(file)
+}
+
 impl Opened {
     /// Opens `path` (checked whole) and loads its searchable part on `embedder`'s device, after
     /// checking that it was built with this model and these settings.
     pub fn open(model: &ModelArgs, embedder: &st5_core::Embedder, path: &Path) -> Result<Self> {
-        let file = IndexFile::open(path)?;
-        let identity = model.identity(embedder)?;
-        if file.header.model != identity || file.header.dim != embedder.dim() {
-            bail!(
-                "{} was built with another model or settings ({}, width {}; this model: {identity}, width {}); rebuild it with `st5 index build`",
-                path.display(),
-                file.header.model,
-                file.header.dim,
-                embedder.dim()
-            );
-        }
+        let file = open_for(model, embedder, path)?;
         let (_, limit) = model.device.device_with_limit()?;
         let searchable = load(&file, embedder.device(), limit)?;
         let texts = file.texts()?;

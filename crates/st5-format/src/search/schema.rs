@@ -246,7 +246,7 @@ pub(crate) fn kind(v: &serde_json::Value) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 

@@ -6,21 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value as Json, json};
 
+use super::schema::tests::schema;
 use super::*;
 use crate::rng::Rng;
-
-fn schema() -> Schema {
-    serde_json::from_value(json!({
-        "text": [{"name": "title", "boost": 2.0}, {"name": "body"}],
-        "fields": [
-            {"name": "year", "type": "number"},
-            {"name": "lang", "type": "string"},
-            {"name": "draft", "type": "boolean"},
-            {"name": "tags", "type": "string[]"}
-        ]
-    }))
-    .unwrap()
-}
 
 const WORDS: [&str; 16] = [
     "search",
