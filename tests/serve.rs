@@ -736,3 +736,101 @@ fn concurrent_requests_give_each_text_st5_embeds_bits() {
     assert_eq!(differing, 0, "{differing} of {total} vectors differ from st5 embed's bits");
     report(&format!("serve: 64 concurrent requests, {total} vectors, all st5 embed's bits"));
 }
+
+/// `--index` of documents (`st5 index build --docs`): `POST /search` takes the mode, the filter
+/// (JSON or text), facets and the fusion, and answers as `st5 index query --json` does (same
+/// hits, scores, passages and facets); a bad filter or an unknown mode is a 422, and a lines
+/// index refuses what only documents have.
+#[test]
+fn search_over_documents_answers_as_st5_index_query_json() {
+    let dir = scratch_dir("serve-docs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let docs = dir.join("docs.jsonl");
+    let lines: Vec<String> = SENTENCES
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            json!({"id": format!("s{i}"), "body": s, "year": 2018 + i, "tags": [if i % 2 == 0 { "a" } else { "b" }]})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&docs, lines.join("\n") + "\n").unwrap();
+    let index = dir.join("docs.st5index");
+    let index_s = index.to_str().unwrap();
+    let st5 = |args: &[&str]| {
+        let out = Command::new(workspace_bin("st5"))
+            .args(args)
+            .args(["--max-seq-length", "32"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    st5(&[
+        "index",
+        "build",
+        "--docs",
+        docs.to_str().unwrap(),
+        "--text",
+        "body",
+        "--field",
+        "year:number,tags:string[]",
+        "--output",
+        index_s,
+    ]);
+    let server = Server::start(&["--index", index_s]);
+    for (mode, filter) in [
+        ("hybrid", "year >= 2019"),
+        ("keyword", "tags = a"),
+        ("vector", "year < 2021 or tags in (b)"),
+    ] {
+        let want: Value = serde_json::from_str(&st5(&[
+            "index",
+            "query",
+            index_s,
+            "--json",
+            "-k",
+            "3",
+            "--mode",
+            mode,
+            "--where",
+            filter,
+            "--facets",
+            "tags",
+            "a dog in the snow",
+        ]))
+        .unwrap();
+        let r = server.post("/search", &json!({"query": "a dog in the snow", "k": 3, "mode": mode, "where": filter, "facets": ["tags"]}));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.json(), want, "{mode} {filter}");
+    }
+    // The JSON form of a filter is the text form.
+    let text = server.post("/search", &json!({"query": "guitar", "where": "year >= 2020"})).json();
+    let json_form = server
+        .post("/search", &json!({"query": "guitar", "where": {"year": {"gte": 2020}}}))
+        .json();
+    assert_eq!(text, json_form);
+    for bad in [
+        json!({"query": "x", "where": "colour = red"}),
+        json!({"query": "x", "mode": "fuzzy"}),
+        json!({"query": "x", "facets": ["colour"]}),
+        json!({"query": "x", "fusion": "mean"}),
+    ] {
+        let r = server.post("/search", &bad);
+        assert_eq!(r.status, 422, "{bad}: {}", String::from_utf8_lossy(&r.body));
+    }
+    drop(server);
+    let lines = dir.join("lines.st5index");
+    st5(&[
+        "index",
+        "build",
+        "--corpus",
+        root().join("tests/fixtures/corpus.txt").to_str().unwrap(),
+        "--output",
+        lines.to_str().unwrap(),
+    ]);
+    let server = Server::start(&["--index", lines.to_str().unwrap()]);
+    let r = server.post("/search", &json!({"query": "x", "mode": "keyword"}));
+    assert_eq!(r.status, 422);
+    assert!(String::from_utf8_lossy(&r.body).contains("--docs"));
+}

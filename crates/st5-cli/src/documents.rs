@@ -185,6 +185,36 @@ pub struct Query<'a> {
     pub json: bool,
 }
 
+/// A search's options from a request's parts (`st5 serve`'s `/search`): the mode and fusion by
+/// name, the filter as JSON or as its text form.
+pub fn options(
+    index: &DocumentIndex,
+    mode: Option<&str>,
+    k: usize,
+    filter: Option<&serde_json::Value>,
+    facets: Vec<String>,
+    fusion: Option<&str>,
+    prefix: bool,
+) -> Result<SearchOptions> {
+    let filter = match filter {
+        None => None,
+        Some(serde_json::Value::String(text)) => Some(Filter::parse(index.schema(), text)?),
+        Some(json) => Some(Filter::from_json(index.schema(), json)?),
+    };
+    for f in &facets {
+        index.schema().field(f)?;
+    }
+    Ok(SearchOptions {
+        mode: mode.map(str::parse).transpose()?.unwrap_or_default(),
+        k,
+        filter,
+        facets,
+        fusion: fusion.map(str::parse).transpose()?.unwrap_or_default(),
+        prefix,
+        ..Default::default()
+    })
+}
+
 /// `st5 index query` over documents.
 pub fn query(model: &ModelArgs, path: &Path, q: Query) -> Result<()> {
     let embedder = model.load()?;
@@ -210,7 +240,7 @@ pub fn query(model: &ModelArgs, path: &Path, q: Query) -> Result<()> {
     let results = index.search(q.text, vector.as_deref(), &options)?;
     let mut out = std::io::stdout().lock();
     if q.json {
-        writeln!(out, "{}", serde_json::to_string(&results_json(&index, &results))?)?;
+        writeln!(out, "{}", serde_json::to_string(&response(&index, &results))?)?;
         return Ok(());
     }
     for (rank, hit) in results.hits.iter().enumerate() {
@@ -241,41 +271,47 @@ fn passage_text(
     doc[&p.field].as_str().map(|t| t[p.start..p.end].to_string()).unwrap_or_default()
 }
 
-/// The answer as JSON: hits with their documents and passages (offsets in characters into the
-/// field, as Python and `tokenizers` count them), the count matched, the facets.
-pub fn results_json(
+/// The answer: hits with their documents and passages (offsets in characters into the field,
+/// as Python and `tokenizers` count them), the count matched, the facets. The one shape of
+/// `st5 index query --json` and `st5 serve`'s `/search`.
+pub fn response(
     index: &DocumentIndex,
     r: &st5_core::search::SearchResults,
-) -> serde_json::Value {
+) -> st5_serve::SearchResponse {
     let chars = |text: &str, byte: usize| text[..byte].chars().count();
-    let hits: Vec<serde_json::Value> = r
+    let hits = r
         .hits
         .iter()
         .map(|h| {
             let doc = index.get(&h.id).expect("a hit's document is held");
-            let passages: Vec<serde_json::Value> = h
+            let passages = h
                 .passages
                 .iter()
                 .map(|p| {
                     let text = doc[&p.field].as_str().unwrap_or_default();
-                    serde_json::json!({
-                        "field": p.field,
-                        "start": chars(text, p.start),
-                        "end": chars(text, p.end),
-                        "text": &text[p.start..p.end],
-                        "score": p.score,
-                        "highlights": p.highlights.iter().map(|&(a, b)| [chars(text, a), chars(text, b)]).collect::<Vec<_>>(),
-                    })
+                    st5_serve::SearchPassage {
+                        field: p.field.clone(),
+                        start: chars(text, p.start),
+                        end: chars(text, p.end),
+                        text: text[p.start..p.end].to_string(),
+                        score: p.score,
+                        highlights: p
+                            .highlights
+                            .iter()
+                            .map(|&(a, b)| [chars(text, a), chars(text, b)])
+                            .collect(),
+                    }
                 })
                 .collect();
-            serde_json::json!({
-                "id": h.id,
-                "score": h.score,
-                "vector_score": h.vector_score,
-                "keyword_score": h.keyword_score,
-                "document": doc,
-                "passages": passages,
-            })
+            st5_serve::SearchHit {
+                id: st5_serve::HitId::Document(h.id.clone()),
+                score: h.score,
+                text: None,
+                document: Some(doc),
+                vector_score: h.vector_score,
+                keyword_score: h.keyword_score,
+                passages,
+            }
         })
         .collect();
     let facets: serde_json::Map<String, serde_json::Value> = r
@@ -285,5 +321,5 @@ pub fn results_json(
             (f.clone(), counts.iter().map(|(v, n)| serde_json::json!([v, n])).collect())
         })
         .collect();
-    serde_json::json!({"hits": hits, "matched": r.matched, "facets": facets})
+    st5_serve::SearchResponse { hits, matched: Some(r.matched), facets: Some(facets.into()) }
 }

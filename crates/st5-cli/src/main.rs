@@ -234,15 +234,63 @@ struct ServeArgs {
 }
 
 /// `st5 serve --index`: the saved index, searched on the server's model thread.
-struct ServedIndex(index::Opened);
+enum ServedIndex {
+    /// A lines index: by vector, on the model's device, with its codes.
+    Lines(index::Opened),
+    /// A documents index: every mode, filters and facets.
+    Documents(st5_core::search::DocumentIndex),
+}
 
 impl st5_serve::Searcher for ServedIndex {
-    fn search(&self, query: &[f32], k: usize) -> Result<Vec<st5_serve::SearchHit>, String> {
-        let hits = self.0.search(query, k, None).map_err(|e| format!("{e:#}"))?;
-        Ok(hits
-            .into_iter()
-            .map(|(h, text)| st5_serve::SearchHit { id: h.id, score: h.score, text: text.into() })
-            .collect())
+    fn search(
+        &self,
+        r: &st5_serve::SearchRequest,
+        vector: &[f32],
+    ) -> Result<st5_serve::SearchResponse, st5_serve::SearchError> {
+        use st5_serve::SearchError::{Failed, Refused};
+        match self {
+            ServedIndex::Lines(opened) => {
+                if r.mode.as_deref().is_some_and(|m| m != "vector")
+                    || r.filter.is_some()
+                    || !r.facets.is_empty()
+                {
+                    return Err(Refused(
+                        "this index holds lines, searched by vector only: build it with `st5 index build --docs` for modes, filters and facets".into(),
+                    ));
+                }
+                let hits =
+                    opened.search(vector, r.k, None).map_err(|e| Failed(format!("{e:#}")))?;
+                let hits = hits
+                    .into_iter()
+                    .map(|(h, text)| st5_serve::SearchHit {
+                        id: st5_serve::HitId::Line(h.id),
+                        score: h.score,
+                        text: Some(text.into()),
+                        document: None,
+                        vector_score: None,
+                        keyword_score: None,
+                        passages: Vec::new(),
+                    })
+                    .collect();
+                Ok(st5_serve::SearchResponse { hits, matched: None, facets: None })
+            }
+            ServedIndex::Documents(index) => {
+                let options = documents::options(
+                    index,
+                    r.mode.as_deref(),
+                    r.k,
+                    r.filter.as_ref(),
+                    r.facets.clone(),
+                    r.fusion.as_deref(),
+                    r.prefix,
+                )
+                .map_err(|e| Refused(format!("{e:#}")))?;
+                let results = index
+                    .search(&r.query, Some(vector), &options)
+                    .map_err(|e| Refused(e.to_string()))?;
+                Ok(documents::response(index, &results))
+            }
+        }
     }
 }
 
@@ -292,9 +340,13 @@ fn serve(model: ModelArgs, args: ServeArgs) -> Result<()> {
                 .map(|(name, path)| st5_serve::Model::prompt(name, path))
                 .collect::<Result<_, _>>()?;
             let index = match &index_path {
+                Some(path) if st5_core::index_file::IndexFile::open(path)?.is_documents() => {
+                    let (opened, _) = documents::open(&model, &embedder, path)?;
+                    Some(Box::new(ServedIndex::Documents(opened)) as Box<dyn st5_serve::Searcher>)
+                }
                 Some(path) => {
                     let opened = index::Opened::open(&model, &embedder, path)?;
-                    Some(Box::new(ServedIndex(opened)) as Box<dyn st5_serve::Searcher>)
+                    Some(Box::new(ServedIndex::Lines(opened)) as Box<dyn st5_serve::Searcher>)
                 }
                 None => None,
             };

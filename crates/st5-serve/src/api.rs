@@ -155,8 +155,10 @@ pub struct SimpleToken {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TokenizeResponse(pub Vec<Vec<SimpleToken>>);
 
-/// `POST /search` (a server started with `--index FILE`): a query answered from the index.
-#[derive(Debug, Deserialize, ToSchema)]
+/// `POST /search` (a server started with `--index FILE`): a query answered from the index. A
+/// documents index (`st5 index build --docs`) takes every field; a lines index, `query`, `k` and
+/// `truncate` (it ranks by vector).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct SearchRequest {
     pub query: String,
     /// Results wanted, 1 to 1000 (default 10).
@@ -166,24 +168,78 @@ pub struct SearchRequest {
     /// `--auto-truncate`).
     #[serde(default)]
     pub truncate: Option<bool>,
+    /// `vector`, `keyword` or `hybrid` (the default).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// A filter on the stored fields: JSON (`{"year": {"gte": 2020}, "tags": {"in": ["a"]}}`) or
+    /// its text form (`"year >= 2020 and tags in (a)"`).
+    #[serde(default, rename = "where")]
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<serde_json::Value>,
+    /// Stored fields whose values to count over the matching documents.
+    #[serde(default)]
+    pub facets: Vec<String>,
+    /// How hybrid fuses: `zscore:ALPHA`, `convex:ALPHA`, `rrf`, `rrf:K` or `rrf:K:WEIGHT`.
+    #[serde(default)]
+    pub fusion: Option<String>,
+    /// The query's last word also matches the words it begins (search as you type).
+    #[serde(default)]
+    pub prefix: bool,
 }
 
 fn ten() -> usize {
     10
 }
 
-/// One document of the index: its line number in the corpus, its score and its text.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct SearchHit {
-    pub id: u32,
-    pub score: f32,
-    pub text: String,
+/// A hit's id: a lines index's line number, or a document's id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum HitId {
+    Line(u32),
+    Document(String),
 }
 
-/// `POST /search`'s answer, best first.
-#[derive(Debug, Serialize, ToSchema)]
+/// A passage of a document hit: its field, its range there in characters, its text, its cosine
+/// with the query, and the character ranges of the query's words in the field.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SearchPassage {
+    pub field: String,
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+    pub score: Option<f32>,
+    pub highlights: Vec<[usize; 2]>,
+}
+
+/// One result: a line (its number, score and text) or a document (its id, score, the document,
+/// each side's score and its best passages).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SearchHit {
+    pub id: HitId,
+    pub score: f32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub document: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_score: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyword_score: Option<f32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passages: Vec<SearchPassage>,
+}
+
+/// `POST /search`'s answer, best first; for a documents index, how many documents passed the
+/// filter and the facet counts (`{"tags": [["a", 3], ["b", 1]]}`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct SearchResponse {
     pub hits: Vec<SearchHit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub facets: Option<serde_json::Value>,
 }
 
 /// `GET /info`.

@@ -16,18 +16,18 @@ use st5_core::Embedder;
 use st5_core::prompt::Prompt;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::Searcher;
-use crate::api::SearchHit;
+use crate::api::{SearchRequest, SearchResponse};
 use crate::metrics::Metrics;
+use crate::{SearchError, Searcher};
 
 /// What the model thread is asked to do.
 pub enum Work {
     Embed(Job),
-    /// The `k` best documents of the server's index for a unit query vector.
+    /// A search of the server's index, the query's unit vector beside it.
     Search {
+        request: SearchRequest,
         vector: Vec<f32>,
-        k: usize,
-        reply: oneshot::Sender<Result<Vec<SearchHit>, String>>,
+        reply: oneshot::Sender<Result<Result<SearchResponse, String>, String>>,
     },
 }
 
@@ -77,12 +77,17 @@ pub fn run(
     let dim = embedder.dim();
     let take = |work: Work, pending: &mut VecDeque<Pending>| match work {
         Work::Embed(job) => pending.push_back(Pending::new(job, dim)),
-        Work::Search { vector, k, reply } => {
-            let hits = match &index {
-                Some(index) => index.search(&vector, k),
+        Work::Search { request, vector, reply } => {
+            // Outer: the search failed (500); inner: the request was refused (422).
+            let answer = match &index {
+                Some(index) => match index.search(&request, &vector) {
+                    Ok(r) => Ok(Ok(r)),
+                    Err(SearchError::Refused(m)) => Ok(Err(m)),
+                    Err(SearchError::Failed(m)) => Err(m),
+                },
                 None => Err("this server has no index (start it with --index FILE)".into()),
             };
-            let _ = reply.send(hits);
+            let _ = reply.send(answer);
         }
     };
     let mut pending: VecDeque<Pending> = VecDeque::new();

@@ -21,7 +21,7 @@ use st5_core::prompt::Prompt;
 use st5_core::tokenizer::Truncation;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-pub use crate::api::SearchHit;
+pub use crate::api::{HitId, SearchHit, SearchPassage, SearchRequest, SearchResponse};
 pub use crate::batcher::NamedPrompt;
 pub use crate::error::{ApiError, ErrorKind, ServeError};
 pub use crate::routes::openapi;
@@ -83,8 +83,21 @@ pub struct Model {
 
 /// A saved index, searched on the model thread (where its device memory lives).
 pub trait Searcher {
-    /// The `k` best documents for the unit vector `query`, best first.
-    fn search(&self, query: &[f32], k: usize) -> Result<Vec<SearchHit>, String>;
+    /// The answer to `request` whose query's unit vector is `vector`: `Err(Refused)` for a
+    /// request the index cannot take (a 422), `Err(Failed)` when searching failed (a 500).
+    fn search(
+        &self,
+        request: &SearchRequest,
+        vector: &[f32],
+    ) -> Result<SearchResponse, SearchError>;
+}
+
+/// Why a search has no answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SearchError {
+    /// The request asks what the index cannot do (a bad filter, a mode a lines index lacks).
+    Refused(String),
+    Failed(String),
 }
 
 impl Model {

@@ -24,8 +24,8 @@ use utoipa::OpenApi;
 use crate::Limits;
 use crate::api::{
     EmbedRequest, EmbedResponse, EncodingFormat, Info, OpenAiEmbedding, OpenAiError, OpenAiInput,
-    OpenAiRequest, OpenAiResponse, OpenAiUsage, OpenAiVector, SearchHit, SearchRequest,
-    SearchResponse, SimpleToken, TeiError, TokenizeRequest, TokenizeResponse, TruncationDirection,
+    OpenAiRequest, OpenAiResponse, OpenAiUsage, OpenAiVector, SearchRequest, SearchResponse,
+    SimpleToken, TeiError, TokenizeRequest, TokenizeResponse, TruncationDirection,
 };
 use crate::batcher::{Job, Work};
 use crate::error::{Api, ApiError, ErrorKind};
@@ -157,9 +157,11 @@ impl AppState {
         self.ask(|reply| Work::Embed(Job { seqs, prompt, reply, enqueued: Instant::now() })).await
     }
 
-    /// The index's `k` best documents for the unit vector `vector`.
-    async fn search(&self, vector: Vec<f32>, k: usize) -> Reply<Vec<SearchHit>> {
-        self.ask(|reply| Work::Search { vector, k, reply }).await
+    /// The index's answer to `request`, whose query's unit vector is `vector`.
+    async fn search(&self, request: SearchRequest, vector: Vec<f32>) -> Reply<SearchResponse> {
+        self.ask(|reply| Work::Search { request, vector, reply })
+            .await?
+            .map_err(|m| ApiError::new(ErrorKind::Validation, m))
     }
 
     /// Sends the model thread the work `make` builds around a reply channel, and waits for the
@@ -352,11 +354,11 @@ async fn search(State(s): State<Arc<AppState>>, body: Body) -> Response {
             ));
         }
         let truncate = req.truncate.unwrap_or(s.limits.auto_truncate);
-        let seqs = s.tokenize(&[req.query], truncate, TruncationDirection::Right)?;
+        let seqs =
+            s.tokenize(std::slice::from_ref(&req.query), truncate, TruncationDirection::Right)?;
         let mut vector = s.embed(seqs, None).await?;
         l2_normalize_rows(&mut vector, usize::MAX);
-        let hits = s.search(vector, req.k).await?;
-        Ok(Json(SearchResponse { hits }).into_response())
+        Ok(Json(s.search(req, vector).await?).into_response())
     }
     .await;
     s.finish("search", t0, reply, Api::Tei)
