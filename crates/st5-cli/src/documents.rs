@@ -12,6 +12,7 @@ use st5_core::Embedder;
 use st5_core::Quantize;
 use st5_core::index_file;
 use st5_core::model::l2_normalize_rows;
+use st5_core::search::documents::Offsets;
 use st5_core::search::{
     DocumentIndex, FieldType, Filter, Fusion, Language, Schema, SearchMode, SearchOptions,
     StoredField, TextField,
@@ -185,36 +186,6 @@ pub struct Query<'a> {
     pub json: bool,
 }
 
-/// A search's options from a request's parts (`st5 serve`'s `/search`): the mode and fusion by
-/// name, the filter as JSON or as its text form.
-pub fn options(
-    index: &DocumentIndex,
-    mode: Option<&str>,
-    k: usize,
-    filter: Option<&serde_json::Value>,
-    facets: Vec<String>,
-    fusion: Option<&str>,
-    prefix: bool,
-) -> Result<SearchOptions> {
-    let filter = match filter {
-        None => None,
-        Some(serde_json::Value::String(text)) => Some(Filter::parse(index.schema(), text)?),
-        Some(json) => Some(Filter::from_json(index.schema(), json)?),
-    };
-    for f in &facets {
-        index.schema().field(f)?;
-    }
-    Ok(SearchOptions {
-        mode: mode.map(str::parse).transpose()?.unwrap_or_default(),
-        k,
-        filter,
-        facets,
-        fusion: fusion.map(str::parse).transpose()?.unwrap_or_default(),
-        prefix,
-        ..Default::default()
-    })
-}
-
 /// `st5 index query` over documents.
 pub fn query(model: &ModelArgs, path: &Path, q: Query) -> Result<()> {
     let embedder = model.load()?;
@@ -240,7 +211,7 @@ pub fn query(model: &ModelArgs, path: &Path, q: Query) -> Result<()> {
     let results = index.search(q.text, vector.as_deref(), &options)?;
     let mut out = std::io::stdout().lock();
     if q.json {
-        writeln!(out, "{}", serde_json::to_string(&response(&index, &results))?)?;
+        writeln!(out, "{}", serde_json::to_string(&index.answer(&results, Offsets::Chars))?)?;
         return Ok(());
     }
     for (rank, hit) in results.hits.iter().enumerate() {
@@ -271,55 +242,37 @@ fn passage_text(
     doc[&p.field].as_str().map(|t| t[p.start..p.end].to_string()).unwrap_or_default()
 }
 
-/// The answer: hits with their documents and passages (offsets in characters into the field,
-/// as Python and `tokenizers` count them), the count matched, the facets. The one shape of
-/// `st5 index query --json` and `st5 serve`'s `/search`.
+/// `st5 serve`'s `/search` answer: what `st5 index query --json` prints, typed for the
+/// server's schema.
 pub fn response(
     index: &DocumentIndex,
     r: &st5_core::search::SearchResults,
 ) -> st5_serve::SearchResponse {
-    let chars = |text: &str, byte: usize| text[..byte].chars().count();
-    let hits = r
+    let a = index.answer(r, Offsets::Chars);
+    let hits = a
         .hits
-        .iter()
-        .map(|h| {
-            let doc = index.get(&h.id).expect("a hit's document is held");
-            let passages = h
+        .into_iter()
+        .map(|h| st5_serve::SearchHit {
+            id: st5_serve::HitId::Document(h.id),
+            score: h.score,
+            text: None,
+            document: Some(h.document),
+            vector_score: h.vector_score,
+            keyword_score: h.keyword_score,
+            passages: h
                 .passages
-                .iter()
-                .map(|p| {
-                    let text = doc[&p.field].as_str().unwrap_or_default();
-                    st5_serve::SearchPassage {
-                        field: p.field.clone(),
-                        start: chars(text, p.start),
-                        end: chars(text, p.end),
-                        text: text[p.start..p.end].to_string(),
-                        score: p.score,
-                        highlights: p
-                            .highlights
-                            .iter()
-                            .map(|&(a, b)| [chars(text, a), chars(text, b)])
-                            .collect(),
-                    }
+                .into_iter()
+                .map(|p| st5_serve::SearchPassage {
+                    field: p.field,
+                    start: p.start,
+                    end: p.end,
+                    text: p.text,
+                    score: p.score,
+                    highlights: p.highlights,
                 })
-                .collect();
-            st5_serve::SearchHit {
-                id: st5_serve::HitId::Document(h.id.clone()),
-                score: h.score,
-                text: None,
-                document: Some(doc),
-                vector_score: h.vector_score,
-                keyword_score: h.keyword_score,
-                passages,
-            }
+                .collect(),
         })
         .collect();
-    let facets: serde_json::Map<String, serde_json::Value> = r
-        .facets
-        .iter()
-        .map(|(f, counts)| {
-            (f.clone(), counts.iter().map(|(v, n)| serde_json::json!([v, n])).collect())
-        })
-        .collect();
-    st5_serve::SearchResponse { hits, matched: Some(r.matched), facets: Some(facets.into()) }
+    let facets = serde_json::to_value(&a.facets).expect("facets serialize");
+    st5_serve::SearchResponse { hits, matched: Some(a.matched), facets: Some(facets) }
 }

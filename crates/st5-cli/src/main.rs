@@ -275,8 +275,8 @@ impl st5_serve::Searcher for ServedIndex {
                 Ok(st5_serve::SearchResponse { hits, matched: None, facets: None })
             }
             ServedIndex::Documents(index) => {
-                let options = documents::options(
-                    index,
+                let options = st5_core::search::SearchOptions::parse(
+                    index.schema(),
                     r.mode.as_deref(),
                     r.k,
                     r.filter.as_ref(),

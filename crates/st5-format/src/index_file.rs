@@ -164,6 +164,36 @@ pub fn write_documents(
     collection: &SavedCollection,
     vectors: &[f32],
 ) -> Result<()> {
+    let (header, json) = documents_head(path, quantize, model, dim, collection, vectors)?;
+    write_sections(path, &header, vectors, &json)
+}
+
+/// A documents index's file as bytes (`name` for messages): what [`write_documents`] writes, for
+/// a caller that keeps its files itself (the browser).
+pub fn documents_bytes(
+    name: &Path,
+    quantize: Quantize,
+    model: &str,
+    dim: usize,
+    collection: &SavedCollection,
+    vectors: &[f32],
+) -> Result<Vec<u8>> {
+    let (header, json) = documents_head(name, quantize, model, dim, collection, vectors)?;
+    let mut out = Vec::new();
+    sections_into(&mut out, &header, vectors, &json)
+        .map_err(|e| Error::Write { path: name.into(), source: e })?;
+    Ok(out)
+}
+
+/// A documents index's header and collection JSON, its vectors checked.
+fn documents_head(
+    path: &Path,
+    quantize: Quantize,
+    model: &str,
+    dim: usize,
+    collection: &SavedCollection,
+    vectors: &[f32],
+) -> Result<(IndexHeader, Vec<u8>)> {
     let bad = |message: String| Error::Index { path: path.into(), message };
     check_vectors(dim, 0, vectors).map_err(bad)?;
     let count = collection.passages.len();
@@ -176,31 +206,40 @@ pub fn write_documents(
     let json = serde_json::to_vec(collection).expect("a collection serializes");
     let mut header = IndexHeader::new(quantize, model, dim, count, json.len() as u64);
     header.version = DOCUMENTS_VERSION;
-    write_sections(path, &header, vectors, &json)
+    Ok((header, json))
 }
 
-/// The file of `header`: its codes encoded from `vectors`, the vectors, `texts`, the checksum.
+/// Writes the file of `header` to `path` whole (a temporary, then a rename).
 fn write_sections(
     path: &Path,
     header: &IndexHeader,
     vectors: &[f32],
     texts_json: &[u8],
 ) -> Result<()> {
+    crate::atomic::write_with(path, |file| sections_into(file, header, vectors, texts_json))
+}
+
+/// The file of `header` into `file`: its codes encoded from `vectors`, the vectors, `texts`, the
+/// checksum.
+fn sections_into(
+    file: &mut impl Write,
+    header: &IndexHeader,
+    vectors: &[f32],
+    texts_json: &[u8],
+) -> std::io::Result<()> {
     let (quantize, dim) = (header.quantize, header.dim);
     let codes = quantize.packing().map(|p| p.encode(dim, vectors)).unwrap_or_default();
-    crate::atomic::write_with(path, |file| {
-        let mut out = Hashing(file, Checksum::default());
-        out.write_all(&header.head_bytes())?;
-        for w in &codes.words {
-            out.write_all(&w.to_le_bytes())?;
-        }
-        for x in codes.scales.iter().chain(vectors) {
-            out.write_all(&x.to_le_bytes())?;
-        }
-        out.write_all(texts_json)?;
-        let Hashing(file, hash) = out;
-        file.write_all(&hash.finish())
-    })
+    let mut out = Hashing(file, Checksum::default());
+    out.write_all(&header.head_bytes())?;
+    for w in &codes.words {
+        out.write_all(&w.to_le_bytes())?;
+    }
+    for x in codes.scales.iter().chain(vectors) {
+        out.write_all(&x.to_le_bytes())?;
+    }
+    out.write_all(texts_json)?;
+    let Hashing(file, hash) = out;
+    file.write_all(&hash.finish())
 }
 
 /// The SHA-256 that ends an index file, over everything before it, fed in pieces: a writer

@@ -207,6 +207,7 @@ pub struct SearchPassage {
     pub start: usize,
     pub end: usize,
     pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
     pub highlights: Vec<[usize; 2]>,
 }

@@ -74,6 +74,80 @@ impl Default for SearchOptions {
     }
 }
 
+impl SearchOptions {
+    /// Options from a request's parts, as the CLI, the server and the browser take them: the
+    /// mode and the fusion by name, the filter as JSON or as its text form, facets checked
+    /// against `schema`; what is absent is the default.
+    pub fn parse(
+        schema: &Schema,
+        mode: Option<&str>,
+        k: usize,
+        filter: Option<&serde_json::Value>,
+        facets: Vec<String>,
+        fusion: Option<&str>,
+        prefix: bool,
+    ) -> Result<Self> {
+        let filter = match filter {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(text)) => Some(Filter::parse(schema, text)?),
+            Some(json) => Some(Filter::from_json(schema, json)?),
+        };
+        for f in &facets {
+            schema.field(f)?;
+        }
+        Ok(SearchOptions {
+            mode: mode.map(str::parse).transpose()?.unwrap_or_default(),
+            k,
+            filter,
+            facets,
+            fusion: fusion.map(str::parse).transpose()?.unwrap_or_default(),
+            prefix,
+            ..Default::default()
+        })
+    }
+}
+
+/// How an answer counts offsets into a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offsets {
+    /// Unicode scalar values, as Python and `tokenizers` count them (the CLI, the server).
+    Chars,
+    /// UTF-16 code units, as JavaScript's strings count them (the browser package).
+    Utf16,
+}
+
+/// A search's answer for a reader outside Rust: each hit with its document and its passages'
+/// texts, offsets counted in [`Offsets`], the count matched and the facets.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Answer {
+    pub hits: Vec<AnswerHit>,
+    pub matched: usize,
+    pub facets: BTreeMap<String, Vec<(String, usize)>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnswerHit {
+    pub id: String,
+    pub score: f32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_score: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword_score: Option<f32>,
+    pub document: serde_json::Value,
+    pub passages: Vec<AnswerPassage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnswerPassage {
+    pub field: String,
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+    pub highlights: Vec<[usize; 2]>,
+}
+
 /// A passage of a hit: its field, its byte range there, its cosine with the query (vector and
 /// hybrid modes) and the byte ranges of the query's words in it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -412,6 +486,56 @@ impl DocumentIndex {
             .collect();
         let facets = self.collection.facets(&matched, &options.facets)?;
         Ok(SearchResults { hits, matched: matched.len(), facets })
+    }
+
+    /// `results` for a reader outside Rust, offsets counted in `unit`.
+    pub fn answer(&self, results: &SearchResults, unit: Offsets) -> Answer {
+        let count = |text: &str, byte: usize| match unit {
+            Offsets::Chars => text[..byte].chars().count(),
+            Offsets::Utf16 => text[..byte].encode_utf16().count(),
+        };
+        let hits = results
+            .hits
+            .iter()
+            .map(|h| {
+                let slot = self.collection.slot(&h.id).expect("a hit's document is held");
+                let doc = self.collection.document(slot).expect("a held slot's document");
+                let passages = h
+                    .passages
+                    .iter()
+                    .map(|p| {
+                        let f = self
+                            .schema()
+                            .text
+                            .iter()
+                            .position(|t| t.name == p.field)
+                            .expect("a text field");
+                        let text = &doc.text[f];
+                        AnswerPassage {
+                            field: p.field.clone(),
+                            start: count(text, p.start),
+                            end: count(text, p.end),
+                            text: text[p.start..p.end].to_string(),
+                            score: p.score,
+                            highlights: p
+                                .highlights
+                                .iter()
+                                .map(|&(a, b)| [count(text, a), count(text, b)])
+                                .collect(),
+                        }
+                    })
+                    .collect();
+                AnswerHit {
+                    id: h.id.clone(),
+                    score: h.score,
+                    vector_score: h.vector_score,
+                    keyword_score: h.keyword_score,
+                    document: self.schema().to_json(doc),
+                    passages,
+                }
+            })
+            .collect();
+        Answer { hits, matched: results.matched, facets: results.facets.clone() }
     }
 
     /// A hit's best passages: by cosine where scored, else (keyword mode) those with the most
