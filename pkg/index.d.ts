@@ -273,3 +273,86 @@ export function importIndex(
   source: Blob | ArrayBuffer | Uint8Array | string | URL,
   options?: IndexOptions & { onProgress?: (event: ImportProgress) => void },
 ): Promise<SearchIndex>;
+
+/** A collection's schema: the id key, the text fields searched (with boosts), the stored fields
+ * filtered, and the language of the text (its stemmer and stop words). */
+export interface Schema {
+  id?: string;
+  text: { name: string; boost?: number }[];
+  fields?: { name: string; type: 'string' | 'number' | 'boolean' | 'string[]' }[];
+  language?: string;
+}
+
+/** A filter on stored fields, as Orama writes it (`{ year: { gte: 2020 }, tags: { in: ['a'] },
+ * or: [...], not: {...} }`), or its text form (`'year >= 2020 and tags in (a)'`). */
+export type Where = string | Record<string, unknown>;
+
+export interface CollectionSearchOptions {
+  mode?: 'vector' | 'keyword' | 'hybrid';
+  k?: number;
+  where?: Where;
+  /** Stored fields whose values to count over the matching documents. */
+  facets?: string[];
+  /** How hybrid fuses: 'zscore:ALPHA' (the default, zscore:0.65), 'convex:ALPHA', 'rrf', 'rrf:K', 'rrf:K:WEIGHT'. */
+  fusion?: string;
+  /** The query's last word also matches the words it begins (search as you type). */
+  prefix?: boolean;
+}
+
+/** A passage of a hit; offsets are UTF-16 code units into the document's field. */
+export interface PassageHit {
+  field: string;
+  start: number;
+  end: number;
+  text: string;
+  score?: number;
+  highlights: [number, number][];
+}
+
+export interface CollectionHit {
+  id: string;
+  score: number;
+  vector_score?: number;
+  keyword_score?: number;
+  document: Record<string, unknown>;
+  passages: PassageHit[];
+}
+
+export interface CollectionResults {
+  hits: CollectionHit[];
+  /** Documents that passed the filter. */
+  matched: number;
+  facets: Record<string, [string, number][]>;
+}
+
+/** Documents under a schema, searched by vector, keyword (BM25) or both, with filters, facets
+ * and passages (docs/search.md). */
+export class Collection {
+  readonly size: number;
+  readonly passages: number;
+  /** Adds documents, all or none: one that breaks the schema, or an id already held, is refused. */
+  add(docs: Record<string, unknown>[]): Promise<{ documents: number; passages: number }>;
+  /** Adds documents or replaces those of the same id, all or none. */
+  upsert(docs: Record<string, unknown>[]): Promise<{ documents: number; passages: number }>;
+  remove(id: string): boolean;
+  get(id: string): Record<string, unknown> | undefined;
+  search(query: string, options?: CollectionSearchOptions): Promise<CollectionResults>;
+  /** The index file (version 2) that `st5 index query` and `importCollection` open. */
+  export(options?: { quantize?: 'none' | 'int8' | 'binary' }): Promise<Blob>;
+  dispose(): void;
+}
+
+/** An empty collection for `model`'s vectors; long texts are cut into passages of its window,
+ * each repeating `overlap` tokens (16) of the one before. Not for `loadInWorker` models. */
+export function createCollection(
+  model: SentenceEncoder,
+  schema: Schema,
+  options?: { overlap?: number },
+): Promise<Collection>;
+
+/** A collection from an index file built with `model` (`st5 index build --docs`, or `export`). */
+export function importCollection(
+  model: SentenceEncoder,
+  source: Blob | ArrayBuffer | Uint8Array | string | URL,
+  options?: { name?: string },
+): Promise<Collection>;

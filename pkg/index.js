@@ -12,3 +12,4 @@ export { load, loadInWorker } from './load.js';
 export { Model } from './model.js';
 export { clearCache } from './files.js';
 export { SearchIndex, createIndex, importIndex, openIndex } from './search-index.js';
+export { Collection, createCollection, importCollection } from './collection.js';

@@ -144,6 +144,11 @@ export class Model {
     return this.#inner;
   }
 
+  /** Runs `use` with the wasm model (reloaded after a trap): for the wasm classes that take it. */
+  async withInner(use) {
+    return use(await this.#current());
+  }
+
   async #embedNow(texts) {
     const inner = await this.#current();
     if (texts.length === 0) return new Float32Array(0);

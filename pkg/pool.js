@@ -131,6 +131,11 @@ export class PoolModel {
     return Math.max(1, this.#workers.length + this.#spawners.length);
   }
 
+  /** Runs `use` with the page's wasm model (its tokenizer cuts documents into passages). */
+  withInner(use) {
+    return this.#page.withInner(use);
+  }
+
   /** The batches `embed` would run for `texts`, as arrays of text indices (the page's plan). */
   planBatches(texts) {
     return this.#page.planBatches(texts);

@@ -421,7 +421,8 @@ const recordCodes = (record) =>
   record.words && { words: new Int32Array(record.words), scales: new Float32Array(record.scales) };
 
 /** `source` (a Blob or File, bytes, or a URL to fetch with progress) as a Blob and its name. */
-async function indexBlob(source, onProgress) {
+/** An index file as a Blob with its name: a Blob or File, bytes, or a path or URL (fetched). */
+export async function indexBlob(source, onProgress) {
   if (source instanceof Blob) return { blob: source, name: source.name || '(in memory)' };
   if (source instanceof ArrayBuffer || ArrayBuffer.isView(source))
     return { blob: new Blob([source]), name: '(in memory)' };

@@ -318,6 +318,175 @@ const failed = await runCases([
     },
   ],
   [
+    'a_collection_searches_documents_and_its_file_opens_in_the_cli',
+    async () => {
+      // Documents with fields (one long, with text outside the BMP so that UTF-16 offsets differ
+      // from character ones), searched in each mode under a filter, updated by id; its file and
+      // the CLI's answer alike.
+      const model = await st5.load(DIR, { device: 'cpu', threads: 1 });
+      const schema = {
+        text: [{ name: 'title', boost: 2 }, { name: 'body' }],
+        fields: [
+          { name: 'year', type: 'number' },
+          { name: 'tags', type: 'string[]' },
+        ],
+      };
+      const lines = [...new Set(st.sentences.filter((t) => t.trim() && !t.includes('\n')))].slice(0, 8);
+      const docs = lines.map((body, i) => ({
+        id: `d${i}`,
+        title: body.split(' ').slice(0, 2).join(' '),
+        body,
+        year: 2015 + i,
+        tags: [i % 2 ? 'odd' : 'even'],
+      }));
+      docs.push({
+        id: 'long',
+        title: 'A café 😀 story',
+        body: 'The river flooded the old town 😀. '.repeat(30),
+        year: 2024,
+        tags: ['odd'],
+      });
+      const col = await st5.createCollection(model, schema);
+      const added = await col.add(docs);
+      if (col.size !== docs.length || !(added.passages > docs.length * 2))
+        throw new Error(`size ${col.size}, ${added.passages} passages`);
+      const dup = await col.add([{ id: 'd0', body: 'again' }]).then(
+        () => null,
+        (e) => e.message,
+      );
+      if (!dup?.includes('already') || col.size !== docs.length) throw new Error(`a repeated id: ${dup}`);
+      const bad = await col
+        .upsert([
+          { id: 'x', body: 'ok' },
+          { id: 'y', year: 'soon' },
+        ])
+        .then(
+          () => null,
+          (e) => e.message,
+        );
+      if (!bad?.includes('`year`') || col.get('x') !== undefined) throw new Error(`a bad document: ${bad}`);
+      // Keyword: the word marked in the passage, offsets in UTF-16 units.
+      const kw = await col.search('flooded', { mode: 'keyword' });
+      const hit = kw.hits[0];
+      if (hit?.id !== 'long') throw new Error(`keyword: ${JSON.stringify(kw.hits.map((h) => h.id))}`);
+      for (const p of hit.passages) {
+        const field = hit.document[p.field];
+        if (field.slice(p.start, p.end) !== p.text) throw new Error(`passage offsets: ${p.start}..${p.end}`);
+        if (!p.highlights.every(([a, b]) => field.slice(a, b) === 'flooded')) throw new Error('highlights');
+      }
+      const title = await col.search('cafe story', { mode: 'keyword', prefix: true });
+      const marked = title.hits[0].passages.find((p) => p.field === 'title');
+      if (!marked || marked.highlights.map(([a, b]) => hit.document.title.slice(a, b)).join() !== 'story')
+        throw new Error(`title highlights: ${JSON.stringify(marked)}`);
+      // Vector: each passage's score is the cosine of its text's vector with the query's.
+      const q = lines[3];
+      const vec = await col.search(q, { mode: 'vector', k: 3 });
+      if (vec.hits[0].id !== 'd3') throw new Error(`vector: ${vec.hits.map((h) => h.id)}`);
+      const [qv] = await model.embed([q]);
+      const norm = (v) => Math.hypot(...v);
+      let worst = 0;
+      for (const h of vec.hits) {
+        for (const p of h.passages) {
+          const [pv] = await model.embed([p.text]);
+          const cos = pv.reduce((s, x, i) => s + x * qv[i], 0) / norm(pv) / norm(qv);
+          worst = Math.max(worst, Math.abs(cos - p.score));
+        }
+      }
+      if (!(worst <= 1e-6)) throw new Error(`passage scores off by ${worst}`);
+      // A filter: only matching documents, facets over all of them.
+      const f = await col.search('a story', { where: { year: { gte: 2019 }, tags: 'odd' }, facets: ['tags'], k: 20 });
+      const want = docs
+        .filter((d) => d.year >= 2019 && d.tags.includes('odd'))
+        .map((d) => d.id)
+        .sort();
+      if (
+        f.hits
+          .map((h) => h.id)
+          .sort()
+          .join() !== want.join() ||
+        f.matched !== want.length
+      )
+        throw new Error(`filtered: ${f.hits.map((h) => h.id)} vs ${want}`);
+      if (JSON.stringify(f.facets.tags) !== JSON.stringify([['odd', want.length]]))
+        throw new Error(`facets ${JSON.stringify(f.facets)}`);
+      const text = await col.search('a story', { where: 'year >= 2019 and tags = odd', facets: ['tags'], k: 20 });
+      if (JSON.stringify(text) !== JSON.stringify(f))
+        throw new Error('the text form of a filter differs from the object form');
+      // Updates by id.
+      await col.upsert([{ id: 'd1', body: 'Shallots and garlic.', year: 2030, tags: ['odd'] }]);
+      if (!col.remove('d2') || col.remove('d2') || col.get('d2') !== undefined) throw new Error('remove');
+      if ((await col.search('shallots', { mode: 'keyword' })).hits[0]?.id !== 'd1') throw new Error('upsert');
+      // Its file in the CLI: the same keyword answer, and the same vector ranking.
+      const bin = process.env.ST5_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(ROOT, 'target'), 'release/st5');
+      let cli = 'no st5 binary: the CLI half skipped';
+      if (existsSync(bin)) {
+        const dir = mkdtempSync(join(tmpdir(), 'st5-collection-'));
+        const file = join(dir, 'page.st5index');
+        writeFileSync(file, Buffer.from(await (await col.export({ quantize: 'int8' })).arrayBuffer()));
+        const query = async (mode, query) =>
+          JSON.parse(
+            (
+              await promisify(execFile)(bin, [
+                'index',
+                'query',
+                '--model',
+                DIR,
+                file,
+                '--json',
+                '-k',
+                '5',
+                '--mode',
+                mode,
+                query,
+              ])
+            ).stdout,
+          );
+        // The same f32 score, however each side prints it.
+        const ids = (r) => r.hits.map((h) => `${h.id}:${Math.fround(h.keyword_score ?? 0)}`).join();
+        for (const [mode, qq] of [
+          ['keyword', 'river town'],
+          ['vector', q],
+        ]) {
+          const [mine, theirs] = [await col.search(qq, { mode, k: 5 }), await query(mode, qq)];
+          if (
+            mine.hits.map((h) => h.id).join() !== theirs.hits.map((h) => h.id).join() ||
+            (mode === 'keyword' && ids(mine) !== ids(theirs))
+          )
+            throw new Error(`${mode}: ${ids(mine)} vs ${ids(theirs)}`);
+        }
+        // And the CLI's file here.
+        const built = join(dir, 'cli.st5index');
+        const jsonl = join(dir, 'docs.jsonl');
+        writeFileSync(jsonl, docs.map((d) => JSON.stringify(d)).join('\n') + '\n');
+        await promisify(execFile)(bin, [
+          'index',
+          'build',
+          '--model',
+          DIR,
+          '--docs',
+          jsonl,
+          '--text',
+          'title:2,body',
+          '--field',
+          'year:number,tags:string[]',
+          '--output',
+          built,
+        ]);
+        const opened = await st5.importCollection(model, built);
+        const a = await opened.search('river town', { mode: 'keyword', k: 5 });
+        const argv = ['index', 'query', '--model', DIR, built, '--json', '-k', '5', '--mode', 'keyword', 'river town'];
+        const b = JSON.parse((await promisify(execFile)(bin, argv)).stdout);
+        if (opened.size !== docs.length || a.hits[0].id !== 'long' || ids(a) !== ids(b))
+          throw new Error(`the CLI's file: ${ids(a)} vs ${ids(b)}`);
+        opened.dispose();
+        cli = "its file answers alike in st5 index query, and the CLI's opens here";
+      }
+      col.dispose();
+      await model.dispose();
+      return `${docs.length} documents, ${added.passages} passages; passage cosines within ${worst.toExponential(1)}; filter, facets, prefix, upsert, remove; ${cli}`;
+    },
+  ],
+  [
     'index_files_open_in_the_cli_and_the_package_both_ways',
     async () => {
       // One index file format (st5_format::index_file): `st5 index build` writes it, importIndex

@@ -4,11 +4,12 @@
 //! back to the CPU). Errors become `JsError` here, once.
 //!
 //! One module per exported class: `planner` (`FilePlanner`), `model` (`Model`), `index`
-//! (`Index`) and `index_file` (the index file's reader and writer pieces); beside them `panic`
+//! (`Index`), `documents` (`Documents`) and `index_file` (the index file's reader and writer pieces); beside them `panic`
 //! (the start hook, `takePanic`, `panicForTest`), `device` (the `device` option to a device) and
 //! `js` (errors and options at the JS boundary).
 
 mod device;
+mod documents;
 mod heap;
 mod index;
 mod index_file;
@@ -17,6 +18,7 @@ mod model;
 mod panic;
 mod planner;
 
+pub use documents::Documents;
 pub use index::Index;
 pub use index_file::IndexChecksum;
 pub use model::Model;

@@ -166,6 +166,11 @@ impl Model {
         })
     }
 
+    /// The model's tokenizer, for cutting documents into passages.
+    pub(crate) fn tokenizer(&self) -> &st5_core::tokenizer::T5Tokenizer {
+        self.embedder.tokenizer()
+    }
+
     /// Output width.
     #[wasm_bindgen(getter)]
     pub fn dim(&self) -> usize {

@@ -375,6 +375,13 @@ impl DocumentIndex {
         self.collection.get(id).map(|d| self.schema().to_json(d))
     }
 
+    /// Compacts when the removed documents' passages outnumber the live ones.
+    pub fn compact_if_worthwhile(&mut self) {
+        if self.passages.len() > 2 * self.live_passages() {
+            self.compact();
+        }
+    }
+
     /// Drops the passages and vectors of removed documents.
     pub fn compact(&mut self) {
         let mut passages = Vec::with_capacity(self.live_passages());
