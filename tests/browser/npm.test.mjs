@@ -555,6 +555,49 @@ const failed = await runCases([
     },
   ],
   [
+    'a_collection_searches_documents_in_the_page_on_cpu_and_webgpu',
+    async () => {
+      const r = await page.evaluate(
+        async ({ url, texts }) => {
+          const out = {};
+          for (const device of ['cpu', 'webgpu']) {
+            const m = await st5.load(url, { device });
+            const col = await st5.createCollection(m, {
+              text: [{ name: 'body' }],
+              fields: [{ name: 'n', type: 'number' }],
+            });
+            await col.add(texts.map((body, i) => ({ id: `t${i}`, body, n: i })));
+            const modes = {};
+            for (const mode of ['vector', 'keyword', 'hybrid'])
+              modes[mode] = (await col.search(texts[2], { mode, k: 3, where: 'n >= 1' })).hits.map((h) => h.id);
+            const again = await st5.importCollection(m, await col.export());
+            const reopened = (await again.search(texts[2], { mode: 'hybrid', k: 3, where: 'n >= 1' })).hits.map(
+              (h) => h.id,
+            );
+            out[device] = { device: m.device, size: again.size, modes, reopened };
+            again.dispose();
+            col.dispose();
+            await m.dispose();
+          }
+          return out;
+        },
+        { url: `/models/${ST}/`, texts: [...new Set(st.sentences.filter((t) => t.trim()))].slice(0, 6) },
+      );
+      for (const d of ['cpu', 'webgpu']) {
+        const x = r[d];
+        if (
+          x.device !== d ||
+          x.size !== 6 ||
+          Object.values(x.modes).some((ids) => ids[0] !== 't2' || ids.includes('t0'))
+        )
+          throw new Error(`${d}: ${JSON.stringify(x)}`);
+        if (x.reopened.join() !== x.modes.hybrid.join())
+          throw new Error(`${d}: reopened ${x.reopened} vs ${x.modes.hybrid}`);
+      }
+      return `every mode finds the text itself first under a filter, on the CPU and WebGPU; export and import answer alike`;
+    },
+  ],
+  [
     'each_text_alone_equals_it_batched_on_cpu_and_webgpu',
     async () => {
       const r = await page.evaluate(
