@@ -6,6 +6,7 @@
 // Offsets count UTF-16 code units, as `String.prototype.slice` does. `export()` writes the index
 // file's version 2, which `st5 index query` reads, and `importCollection` reads the CLI's.
 
+import { WITH_INNER } from './facts.js';
 import { glue, guard, wasm } from './runtime.js';
 import { indexBlob } from './search-index.js';
 
@@ -13,6 +14,15 @@ const asPackageError = (e) => {
   if (e.code === 'model' && !e.message.startsWith('st5:')) e.message = `st5: ${e.message}`;
   throw e;
 };
+
+/** Refuses a model whose wasm lives in a worker (`loadInWorker`): a collection's passages are cut
+ * with the model's tokenizer on this thread. */
+function needsPageModel(model) {
+  if (typeof model?.[WITH_INNER] !== 'function')
+    throw Object.assign(new Error('st5: collections need a model loaded with load() (not loadInWorker)'), {
+      code: 'invalid',
+    });
+}
 
 /** A searchable collection of documents. */
 export class Collection {
@@ -46,9 +56,8 @@ export class Collection {
     return this.#serial(async () => {
       if (!Array.isArray(docs))
         throw Object.assign(new Error('st5: documents must be an array of objects'), { code: 'invalid' });
-      const texts = await this.#model
-        .withInner((inner) => guard('prepare', () => this.#docs.prepare(inner, docs, upsert)))
-        .catch(asPackageError);
+      const prepare = (inner) => guard('prepare', () => this.#docs.prepare(inner, docs, upsert));
+      const texts = await this.#model[WITH_INNER](prepare).catch(asPackageError);
       const vectors = texts.length ? await this.#model.embedFlat(texts) : new Float32Array(0);
       await guard('commit', () => this.#docs.commit(vectors)).catch(asPackageError);
       return { documents: docs.length, passages: texts.length };
@@ -107,16 +116,18 @@ export class Collection {
  * [{ name, type: 'string' | 'number' | 'boolean' | 'string[]' }], language = 'english' }`.
  * Options: `overlap`, the tokens a passage repeats from the one before (16). */
 export async function createCollection(model, schema, { overlap = 16 } = {}) {
+  needsPageModel(model);
   await wasm();
-  const docs = await model
-    .withInner((inner) => guard('createCollection', () => new (glue().Documents)(schema, inner, overlap)))
-    .catch(asPackageError);
+  const docs = await model[WITH_INNER]((inner) =>
+    guard('createCollection', () => new (glue().Documents)(schema, inner, overlap)),
+  ).catch(asPackageError);
   return new Collection(model, docs);
 }
 
 /** A collection from an index file built with `model` (`st5 index build --docs`, or `export()`):
  * a path or URL (Node), a Blob, or bytes. A lines index becomes documents of one `text` field. */
 export async function importCollection(model, source, { name = 'collection' } = {}) {
+  needsPageModel(model);
   await wasm();
   const { blob, name: named } = await indexBlob(source);
   const bytes = new Uint8Array(await blob.arrayBuffer());

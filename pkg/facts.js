@@ -5,6 +5,9 @@
 /** The key of each model's test-only method that makes the wasm core panic (a symbol, so it is
  * not part of the declared interface). */
 export const PANIC_FOR_TEST = Symbol.for('st5.panicForTest');
+/** A page model's method that runs a function with its wasm model (collection.js cuts passages
+ * with its tokenizer): a symbol, so that it is no public member. */
+export const WITH_INNER = Symbol('st5.withInner');
 
 /** What every model object reports, whichever runs it: model.js's `Model`, its Worker proxy
  * (worker-client.js) and the CPU pool (pool.js). */

@@ -3,7 +3,7 @@
 // a trap. load.js makes one.
 
 import { noteWebgpuFailed } from './devices.js';
-import { CallQueue, PANIC_FOR_TEST, rows } from './facts.js';
+import { CallQueue, PANIC_FOR_TEST, WITH_INNER, rows } from './facts.js';
 import { generation, glue, guard, wasmMemoryBytes } from './runtime.js';
 
 /** The wasm core's `Model.load`, on the live instance (`wasm()` must have resolved). */
@@ -145,7 +145,7 @@ export class Model {
   }
 
   /** Runs `use` with the wasm model (reloaded after a trap): for the wasm classes that take it. */
-  async withInner(use) {
+  async [WITH_INNER](use) {
     return use(await this.#current());
   }
 

@@ -24,7 +24,7 @@
 // batches are coarse (tens of ms each), so message passing costs little. The price is memory:
 // each worker holds its own copy of the weights, which `defaultThreads` caps.
 
-import { CallQueue, PANIC_FOR_TEST, defineFacts, rows } from './facts.js';
+import { CallQueue, PANIC_FOR_TEST, WITH_INNER, defineFacts, rows } from './facts.js';
 
 // The workers' copies of the weights by default, in bytes (the page's own copy not counted).
 const WORKER_WEIGHT_BUDGET = 1 << 30;
@@ -132,8 +132,8 @@ export class PoolModel {
   }
 
   /** Runs `use` with the page's wasm model (its tokenizer cuts documents into passages). */
-  withInner(use) {
-    return this.#page.withInner(use);
+  [WITH_INNER](use) {
+    return this.#page[WITH_INNER](use);
   }
 
   /** The batches `embed` would run for `texts`, as arrays of text indices (the page's plan). */

@@ -7,7 +7,11 @@ import {
   type ProgressEvent,
   type St5Error,
   clearCache,
+  createCollection,
   createIndex,
+  importCollection,
+  type CollectionResults,
+  type Schema,
   importIndex,
   load,
   loadInWorker,
@@ -92,4 +96,45 @@ export async function usage(files: Map<string, Blob>): Promise<number> {
   return (
     pool[0] + pool[1] + rows.length + hits.length + opened.restored + index.embedded + index.texts.length + seen.length
   );
+}
+
+export async function collections(files: Map<string, Blob>): Promise<number> {
+  const model = await load(files, { device: 'cpu' });
+  const schema: Schema = {
+    id: 'id',
+    text: [{ name: 'title', boost: 2 }, { name: 'body' }],
+    fields: [
+      { name: 'year', type: 'number' },
+      { name: 'tags', type: 'string[]' },
+    ],
+    language: 'english',
+  };
+  const col = await createCollection(model, schema, { overlap: 8 });
+  const added: { documents: number; passages: number } = await col.add([{ id: 'a', title: 'T', body: 'B', year: 1 }]);
+  await col.upsert([{ id: 'a', body: 'C' }]);
+  const removed: boolean = col.remove('a');
+  const doc: Record<string, unknown> | undefined = col.get('a');
+  const r: CollectionResults = await col.search('q', {
+    mode: 'hybrid',
+    k: 5,
+    where: { year: { gte: 1 } },
+    facets: ['tags'],
+    fusion: 'zscore:0.65',
+    prefix: true,
+  });
+  const text = await col.search('q', { where: 'year >= 1' });
+  const file: Blob = await col.export({ quantize: 'int8' });
+  const again = await importCollection(model, file, { name: 'mine' });
+  const p = r.hits[0]?.passages[0];
+  const total =
+    added.passages +
+    Number(removed) +
+    Number(doc === undefined) +
+    r.matched +
+    text.hits.length +
+    again.size +
+    col.passages;
+  col.dispose();
+  again.dispose();
+  return total + (p ? p.start + p.end + p.highlights.length + (p.score ?? 0) : 0) + (r.facets.tags?.[0]?.[1] ?? 0);
 }
