@@ -26,6 +26,39 @@ pub fn index_file(data: &[u8]) {
     if let Ok(file) = crate::index_file::IndexFile::from_bytes(data.to_vec().into(), path) {
         let count = u32::try_from(file.header.count).unwrap_or(u32::MAX);
         let _ = (file.codes(), file.vectors(), file.texts(), file.rows(&[0, count]));
+        // A documents index (or lines as documents): its collection checked and opened.
+        if let (Ok(saved), Ok(vectors)) = (file.collection(), file.collection_vectors()) {
+            let _ = crate::search::DocumentIndex::open(saved, file.header.dim, vectors);
+        }
+    }
+}
+
+/// A search filter from outside (`st5 index query --where`, `/search`'s `where`, the page's):
+/// the text form, and the same bytes as JSON, against a schema of every field type; a filter
+/// that parses is evaluated on a document.
+pub fn search_filter(data: &[u8]) {
+    use crate::search::{Filter, Schema, Value};
+    let schema: Schema = serde_json::from_str(
+        r#"{"text": [{"name": "body"}], "fields": [{"name": "n", "type": "number"},
+            {"name": "s", "type": "string"}, {"name": "b", "type": "boolean"},
+            {"name": "tags", "type": "string[]"}]}"#,
+    )
+    .expect("the fuzz schema parses");
+    let doc = [
+        Some(Value::Number(1.0)),
+        Some(Value::String("a".into())),
+        None,
+        Some(Value::StringList(vec!["x".into()])),
+    ];
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(f) = Filter::parse(&schema, text) {
+            f.matches(&doc);
+        }
+    }
+    if let Ok(json) = serde_json::from_slice::<serde_json::Value>(data) {
+        if let Ok(f) = Filter::from_json(&schema, &json) {
+            f.matches(&doc);
+        }
     }
 }
 
@@ -129,7 +162,7 @@ pub fn charsmap(data: &[u8]) {
 
 /// Every target by name, for the regression test.
 #[cfg(not(target_arch = "wasm32"))]
-pub const TARGETS: [(&str, fn(&[u8])); 8] = [
+pub const TARGETS: [(&str, fn(&[u8])); 9] = [
     ("config_json", config_json),
     ("npy", npy),
     ("safetensors", safetensors),
@@ -138,4 +171,5 @@ pub const TARGETS: [(&str, fn(&[u8])); 8] = [
     ("charsmap", charsmap),
     ("index_file", index_file),
     ("prompt_file", prompt_file),
+    ("search_filter", search_filter),
 ];
