@@ -313,6 +313,14 @@ fn filtered_vector_search_is_the_exact_top_k_and_survives_save_and_updates() {
         };
         assert_eq!(ids(&index), ids(&fresh), "{mode}");
     }
+    // One id twice in an upsert: the last wins, and the first's passages are not counted.
+    let live = index.live_passages();
+    let twice = vec![json!({"id": "d3", "body": "first"}), json!({"id": "d3", "body": "second"})];
+    add_docs(&mut index, twice, &tok, true);
+    assert_eq!(index.get("d3").unwrap()["body"], "second");
+    let d3 = fresh.collection().slot("d3").and_then(|s| fresh.collection().document(s)).unwrap();
+    let before: usize = d3.text.iter().map(|t| passages(&tok, &[t], 32, 8).unwrap()[0].len()).sum();
+    assert_eq!(index.live_passages(), live - before + 1, "the replaced passages linger");
     // A bad document in a batch: nothing of it added, the index as it was.
     let n = index.len();
     let err = index

@@ -352,7 +352,10 @@ impl DocumentIndex {
             for &(field, start, end) in cut {
                 self.passages.push(Passage { slot: *slot, field, start, end });
             }
-            self.by_slot.insert(*slot, row..row + cut.len());
+            // An id upserted twice in one call: its first slot is already replaced.
+            if self.collection.document(*slot).is_some() {
+                self.by_slot.insert(*slot, row..row + cut.len());
+            }
             row += cut.len();
         }
         self.vectors.extend_from_slice(&vectors);
