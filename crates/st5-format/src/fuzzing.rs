@@ -50,15 +50,15 @@ pub fn search_filter(data: &[u8]) {
         None,
         Some(Value::StringList(vec!["x".into()])),
     ];
-    if let Ok(text) = std::str::from_utf8(data) {
-        if let Ok(f) = Filter::parse(&schema, text) {
-            f.matches(&doc);
-        }
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Ok(f) = Filter::parse(&schema, text)
+    {
+        f.matches(&doc);
     }
-    if let Ok(json) = serde_json::from_slice::<serde_json::Value>(data) {
-        if let Ok(f) = Filter::from_json(&schema, &json) {
-            f.matches(&doc);
-        }
+    if let Ok(json) = serde_json::from_slice::<serde_json::Value>(data)
+        && let Ok(f) = Filter::from_json(&schema, &json)
+    {
+        f.matches(&doc);
     }
 }
 
