@@ -13,7 +13,7 @@ NIGHTLY=nightly-2026-05-19
 declare -A RUNS=([config_json]=1500000 [model_files]=300000 [safetensors]=1200000
   [tokenizer_json]=15000 [charsmap]=1200 [npy]=1500000 [trainer_config]=100000
   [dataset_rows]=800000 [trainer_state]=800000 [index_file]=200000 [prompt_file]=500000
-  [beir]=300000 [search_filter]=100000)
+  [beir]=300000 [search_filter]=600000)
 # Its own folder inside the cargo target folder: nightly artifacts never mix with the stable
 # build's, and a test run leaves nothing outside target/ (which git ignores).
 export CARGO_TARGET_DIR="${ST5_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/fuzz}"

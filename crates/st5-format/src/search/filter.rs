@@ -211,6 +211,9 @@ fn lex(text: &str) -> Result<Vec<Token>> {
                 chars.next();
             });
             out.push(Token::Sym(sym));
+        } else if "=<>!(),".contains(c) {
+            // A symbol's first character that starts none of the symbols (`!` alone).
+            return Err(Error::Query(format!("filter `{text}`: unexpected `{c}` at {at}")));
         } else {
             let mut w = String::new();
             while let Some(&(_, x)) = chars.peek() {

@@ -230,7 +230,7 @@ fn the_text_form_of_a_filter_is_the_json_form() {
         assert_eq!(Filter::parse(&s, text).unwrap(), Filter::from_json(&s, &j).unwrap(), "{text}");
     }
     // (filter, the words its error must hold)
-    let bad: [(&str, &[&str]); 7] = [
+    let bad: [(&str, &[&str]); 9] = [
         ("colour = red", &["colour", "year, lang, draft, tags"]),
         ("year >= soon", &["year", "number"]),
         ("draft > true", &["draft", "no ranges"]),
@@ -238,6 +238,9 @@ fn the_text_form_of_a_filter_is_the_json_form() {
         ("(lang = en", &["`)`"]),
         ("lang = en extra", &["extra"]),
         ("lang = 'en", &["unclosed quote"]),
+        // A lone `!` once looped forever (found by fuzzing: fuzz/regressions/search_filter).
+        ("lang ! en", &["unexpected `!`"]),
+        ("=!!!!", &["unexpected `!`"]),
     ];
     for (text, words) in bad {
         let err = Filter::parse(&s, text).unwrap_err().to_string();
