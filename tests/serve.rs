@@ -543,6 +543,17 @@ fn pgvector_example_agrees_with_the_exact_index() {
     assert!(recall >= 0.99, "recall@10 {recall}");
 }
 
+/// `st5 ARGS --max-seq-length 32` (the test servers' length) run to success: its stdout.
+fn st5(args: &[&str]) -> String {
+    let out = Command::new(workspace_bin("st5"))
+        .args(args)
+        .args(["--max-seq-length", "32"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// `--index FILE`: `POST /search` answers as `st5 index query` does (same texts, same scores), and
 /// a server without an index has no such route.
 #[test]
@@ -552,15 +563,6 @@ fn search_answers_as_st5_index_query() {
     let index = dir.join("corpus.st5index");
     let corpus = root().join("tests/fixtures/corpus.txt");
     let index_s = index.to_str().unwrap();
-    let st5 = |args: &[&str]| {
-        let out = Command::new(workspace_bin("st5"))
-            .args(args)
-            .args(["--max-seq-length", "32"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
     st5(&["index", "build", "--corpus", corpus.to_str().unwrap(), "--output", index_s]);
     let query = "an animal outdoors";
     let want: Vec<(String, String)> = st5(&["index", "query", index_s, "-k", "3", query])
@@ -757,15 +759,6 @@ fn search_over_documents_answers_as_st5_index_query_json() {
     std::fs::write(&docs, lines.join("\n") + "\n").unwrap();
     let index = dir.join("docs.st5index");
     let index_s = index.to_str().unwrap();
-    let st5 = |args: &[&str]| {
-        let out = Command::new(workspace_bin("st5"))
-            .args(args)
-            .args(["--max-seq-length", "32"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
     st5(&[
         "index",
         "build",

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use st5_core::index_file::{self, IndexFile};
+use st5_core::index_file::{self, IndexFile, IndexLayout};
 use st5_core::model::l2_normalize_rows;
 use st5_core::rng::Rng;
 use st5_core::search_index::brute_force;
@@ -169,7 +169,7 @@ pub fn run(command: IndexCommand) -> Result<()> {
         } if mode.is_some_and(|m| m != SearchMode::Vector)
             || filter.is_some()
             || !facets.is_empty()
-            || IndexFile::open(&index).is_ok_and(|f| f.is_documents()) =>
+            || IndexLayout::read(&index).is_ok_and(|l| l.is_documents()) =>
         {
             let q = documents::Query {
                 text: &query,

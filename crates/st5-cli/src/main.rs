@@ -340,7 +340,7 @@ fn serve(model: ModelArgs, args: ServeArgs) -> Result<()> {
                 .map(|(name, path)| st5_serve::Model::prompt(name, path))
                 .collect::<Result<_, _>>()?;
             let index = match &index_path {
-                Some(path) if st5_core::index_file::IndexFile::open(path)?.is_documents() => {
+                Some(path) if st5_core::index_file::IndexLayout::read(path)?.is_documents() => {
                     let (opened, _) = documents::open(&model, &embedder, path)?;
                     Some(Box::new(ServedIndex::Documents(opened)) as Box<dyn st5_serve::Searcher>)
                 }

@@ -309,6 +309,25 @@ pub fn head_length(start: &[u8], path: &Path) -> Result<usize> {
 }
 
 impl IndexLayout {
+    /// The head of the file at `path`, checked against its length, reading its first bytes only
+    /// (not the sections, nor the checksum): what a caller asks before choosing how to open it.
+    pub fn read(path: &Path) -> Result<Self> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let mut bytes = Vec::new();
+        (&mut file).take(16).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
+        let end = head_length(&bytes, path)?;
+        let rest = (end as u64).saturating_sub(16).min(len);
+        file.take(rest).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
+        Self::parse(&bytes, len, path)
+    }
+
+    /// Whether it holds documents (version 2) rather than lines.
+    pub fn is_documents(&self) -> bool {
+        self.header.version == DOCUMENTS_VERSION
+    }
+
     /// Parses the head at the start of `bytes` (at least [`head_length`] of them) of a file of
     /// `file_len` bytes: the magic, the version, the header, and every section's size against
     /// the file's.
