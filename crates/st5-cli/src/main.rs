@@ -21,8 +21,8 @@ use st5_core::prompt::Prompt;
 use st5_core::save::convert;
 use st5_core::tokenizer::Truncation;
 use st5_core::{
-    Compute, DEFAULT_BATCH_SIZE, DeviceChoice, Dir, Embedder, Embeddings, FileBytes, LoadOptions,
-    MemoryFiles, OpenDevice, Quantize, Variant, VectorIndex, WeightDtype,
+    Batching, Compute, DEFAULT_BATCH_SIZE, DeviceChoice, Dir, Embedder, Embeddings, FileBytes,
+    LoadOptions, MemoryFiles, OpenDevice, Quantize, Variant, VectorIndex, WeightDtype,
 };
 use st5_hub::ModelSource;
 
@@ -179,6 +179,10 @@ struct ModelArgs {
     /// Texts per forward pass.
     #[arg(long, default_value_t = DEFAULT_BATCH_SIZE)]
     batch_size: usize,
+    /// Batch layout: auto (packed without padding on the CPU, so that a text's vector is the same
+    /// bits in any batch; padded on a GPU) or padded (padded everywhere, to compare against).
+    #[arg(long, default_value = "auto", value_parser = parse_name::<Batching>)]
+    batching: Batching,
     /// tokenizer.json to use when the model directory has none.
     #[arg(long)]
     tokenizer: Option<PathBuf>,
@@ -434,6 +438,7 @@ impl ModelArgs {
                 )
             }
         };
+        embedder.set_batching(self.batching);
         if let (Some(path), Some(fingerprint)) = (&self.prompt, fingerprint) {
             let bytes =
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;

@@ -6,7 +6,8 @@ use std::path::Path;
 use burn::module::Param;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use crate::batch::{Grouping, plan_batches};
+use crate::batch::plan_batches;
+use crate::batching::Batching;
 use crate::error::{Error, Result};
 use crate::files::ModelFiles;
 use crate::layout::ModelLayout;
@@ -56,6 +57,7 @@ pub struct Embedder {
     tokenizer: T5Tokenizer,
     device: Device,
     batch_size: usize,
+    batching: Batching,
     max_buffer_bytes: Option<u64>,
     report: LoadReport,
     layout: ModelLayout,
@@ -83,6 +85,7 @@ impl Embedder {
             tokenizer,
             device: device.clone(),
             batch_size: options.batch_size,
+            batching: Batching::Auto,
             max_buffer_bytes: options.max_buffer_bytes,
             report,
             layout,
@@ -117,6 +120,10 @@ impl Embedder {
     }
     pub fn set_batch_size(&mut self, batch_size: usize) {
         self.batch_size = batch_size.max(1);
+    }
+    /// The batches' layout ([`Batching::Auto`] unless set: packed on the CPU, padded on a GPU).
+    pub fn set_batching(&mut self, batching: Batching) {
+        self.batching = batching;
     }
 
     /// Puts the soft prompt `prompt` (read from `path`) before every text from now on, after
@@ -212,6 +219,12 @@ impl Embedder {
     /// the `[n, dim]` output.
     fn prepare(&self, ids: &[Vec<u32>]) -> Result<(Vec<Vec<usize>>, Embeddings)> {
         let cfg = &self.layout.config;
+        // Every tokenized text holds at least its end token; ids a caller sent may not.
+        if let Some(i) = ids.iter().position(Vec::is_empty) {
+            return Err(Error::Invalid(format!(
+                "text {i} has no tokens; a tokenized text holds at least the model's end or separator token"
+            )));
+        }
         // A soft prompt lengthens every sequence the encoder sees.
         let p = self.model.prompt_length();
         let limit = self.max_buffer_bytes.unwrap_or(u64::MAX);
@@ -233,15 +246,11 @@ impl Embedder {
             usize::try_from(limit / cfg.activation_bytes_per_text(seq + p).max(1))
                 .unwrap_or(usize::MAX)
         };
-        // On the CPU no text is padded: its vector is then a function of the text alone, the
-        // same bits whatever it is batched with (an index's vectors equal a query's).
-        let grouping = if crate::device::is_gpu(&self.device) {
-            Grouping::Padded
-        } else {
-            Grouping::SameLength
-        };
+        // On the CPU a batch is packed, not padded (`SentenceModel::embed_ids`): a text's
+        // vector is a function of the text alone, the same bits whatever it is batched with
+        // (an index's vectors equal a query's); sorting by length keeps a GPU's padding small.
         let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
-        let plan = plan_batches(&lengths, self.batch_size, max_rows, grouping);
+        let plan = plan_batches(&lengths, self.batch_size, max_rows);
         let out = Embeddings { data: vec![0.0; ids.len() * self.dim()], dim: self.dim() };
         Ok((plan, out))
     }
@@ -254,7 +263,7 @@ impl Embedder {
     /// Forward pass over the texts `batch` (indices into `ids`): `[batch.len(), dim]` on the device.
     fn run(&self, ids: &[Vec<u32>], batch: &[usize]) -> Tensor<2> {
         let seqs: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
-        self.model.embed_ids(&seqs, &self.device)
+        self.model.embed_ids_as(&seqs, &self.device, self.batching)
     }
 
     /// Token ids of each text, checked against the model's vocabulary.

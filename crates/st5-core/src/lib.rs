@@ -45,10 +45,11 @@ pub mod weights;
 
 // The model's files, parsed without burn in st5-format, under their old paths.
 pub use st5_format::{
-    atomic, charsmap, checkpoint, compute, config, files, fingerprint, index_file, layout, names,
-    npy, probe, prompt, quant, rng, search, tokenizer, vector_codes,
+    atomic, batching, charsmap, checkpoint, compute, config, files, fingerprint, index_file,
+    layout, names, npy, probe, prompt, quant, rng, search, tokenizer, vector_codes,
 };
 
+pub use batching::Batching;
 pub use burn::tensor::Device;
 pub use compute::Compute;
 pub use config::{BertConfig, Family, ModelConfig, T5Config};

@@ -6,11 +6,13 @@
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
+use crate::batch::Packing;
+use crate::batching::Batching;
 use crate::config::ModelConfig;
 use crate::layout::{DenseActivation, DenseSpec};
 use crate::models::Encoder;
 use crate::models::layers::Linear;
-use crate::ops::{l2_normalize, max_pool, mean_pool, mean_sqrt_len_pool};
+use crate::ops::{l2_normalize, max_pool, mean_pool, mean_sqrt_len_pool, unpack};
 use crate::weights::VarBuilder;
 use st5_format::variant::Variant;
 
@@ -126,12 +128,25 @@ impl SentenceModel {
         Ok(stats)
     }
 
-    /// Sentence embeddings `[seqs.len(), dim]` of token-id sequences, padded and uploaded to
-    /// `device` (`transfer::upload_ids`) and left there (recording a graph when `device` is an
-    /// autodiff device): the one path from token ids to embeddings.
+    /// Sentence embeddings `[seqs.len(), dim]` of token-id sequences, uploaded to `device` and
+    /// left there (recording a graph when `device` is an autodiff device): the one path from
+    /// token ids to embeddings. On a GPU the batch is padded to its longest sequence
+    /// (`transfer::upload_ids`, [`forward`](Self::forward)); on the CPU it is packed without
+    /// padding (`transfer::upload_packed`, [`forward_packed`](Self::forward_packed)), so that
+    /// a sequence's vector is the same bits whatever it is batched with.
     pub fn embed_ids(&self, seqs: &[&[u32]], device: &Device) -> Tensor<2> {
-        let (ids, mask) = crate::transfer::upload_ids(seqs, device);
-        self.forward(ids, mask)
+        self.embed_ids_as(seqs, device, Batching::Auto)
+    }
+
+    /// As [`embed_ids`](Self::embed_ids) in the layout `batching` asks for.
+    pub fn embed_ids_as(&self, seqs: &[&[u32]], device: &Device, batching: Batching) -> Tensor<2> {
+        if batching == Batching::Padded || crate::device::is_gpu(device) {
+            let (ids, mask) = crate::transfer::upload_ids(seqs, device);
+            self.forward(ids, mask)
+        } else {
+            let (packing, ids) = crate::transfer::upload_packed(seqs, device);
+            self.forward_packed(&packing, ids)
+        }
     }
 
     /// `ids`: `[batch, seq]`; `mask`: `[batch, seq]`, 1.0 for tokens and 0.0 for padding.
@@ -139,6 +154,36 @@ impl SentenceModel {
     /// [`forward_with_prompt`](Self::forward_with_prompt) with it.
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<2> {
         self.forward_with_prompt(ids, mask, self.prompt.as_ref().map(Param::val))
+    }
+
+    /// Over a packed batch (`batch::Packing`): each run's ids `[count, len]` → `[batch, dim]`
+    /// in the input order of `packing`, after [`prompt`](Self::prompt) when set. The encoder runs
+    /// once over all tokens; pooling runs per run of equal lengths.
+    pub fn forward_packed(&self, packing: &Packing, ids: Vec<Tensor<2, Int>>) -> Tensor<2> {
+        let prompt = self.prompt.as_ref().map(Param::val);
+        let p = self.prompt_length();
+        let (encoded, packed) = self.encoder.forward_packed(packing, ids, prompt);
+        let device = encoded.device();
+        let pooled = packed
+            .runs
+            .iter()
+            .map(|run| {
+                let attended = Tensor::<2>::ones([run.count, run.len], &device);
+                let mask = Tensor::<2>::ones([run.count, run.len - p], &device);
+                self.pool(unpack(&encoded, run), mask, attended, p)
+            })
+            .collect();
+        let pooled = Tensor::cat(pooled, 0);
+        let pooled = match packing.inverse() {
+            Some(inverse) => {
+                let n = inverse.len();
+                let inverse: Vec<i32> = inverse.into_iter().map(|i| i as i32).collect();
+                pooled
+                    .select(0, Tensor::<1, Int>::from_data(TensorData::new(inverse, [n]), &device))
+            }
+            None => pooled,
+        };
+        self.head(pooled)
     }
 
     /// Soft-prompt vectors `forward` puts before each text: 0 without a prompt.
@@ -157,7 +202,6 @@ impl SentenceModel {
         mask: Tensor<2>,
         prompt: Option<Tensor<2>>,
     ) -> Tensor<2> {
-        let b = ids.dims()[0];
         let (encoded, attended, p) = match (prompt, self.encoder.t5()) {
             (Some(prompt), Some(t5)) => {
                 let p = prompt.dims()[0];
@@ -166,8 +210,21 @@ impl SentenceModel {
             }
             _ => (self.encoder.forward(ids, mask.clone()), mask.clone(), 0),
         };
-        let [_, len, d] = encoded.dims();
-        let pooled: Tensor<2> = match self.variant {
+        self.head(self.pool(encoded, mask, attended, p))
+    }
+
+    /// The pooling: `encoded` `[b, p + seq, d]` (`p` soft-prompt rows first), `mask` `[b, seq]`
+    /// over the text's tokens, `attended` `[b, p + seq]` over all rows (the EncDec decoder's
+    /// source) → `[b, d]`.
+    fn pool(
+        &self,
+        encoded: Tensor<3>,
+        mask: Tensor<2>,
+        attended: Tensor<2>,
+        p: usize,
+    ) -> Tensor<2> {
+        let [b, len, d] = encoded.dims();
+        match self.variant {
             Variant::EncMean => mean_pool(encoded.slice([0..b, p..len]), mask),
             Variant::EncFirst => encoded.slice([0..b, p..p + 1]).reshape([b, d]),
             Variant::Max => max_pool(encoded.slice([0..b, p..len]), mask),
@@ -183,7 +240,11 @@ impl SentenceModel {
                     .expect("encdec-first models are built with a T5 decoder");
                 decoded.reshape([b, d])
             }
-        };
+        }
+    }
+
+    /// The Dense projections and the L2 norm: `[b, d]` → `[b, dim]`.
+    fn head(&self, pooled: Tensor<2>) -> Tensor<2> {
         let projected = self.dense.iter().enumerate().fold(pooled, |x, (i, l)| {
             let y = l.forward(x);
             match self.dense_activation.get(i) {

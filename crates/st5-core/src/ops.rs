@@ -7,8 +7,9 @@
 //! - [`linear`]: a Linear layer's `x · W + b` ([`kernels::matmul`], the bias included);
 //! - [`rms_norm`]: T5's layer norm; [`layer_norm`]: BERT's and MPNet's, with a bias;
 //! - [`activation`]: the FFN's (the GELUs fused, relu and silu as tensor operations);
-//! - [`attention`], over an [`AttentionBias`]: T5's position bias and the padding and causal
-//!   masks;
+//! - [`attention`], over an [`Attend`]: a padded batch's [`AttentionBias`] (T5's position bias
+//!   and the padding and causal masks), or a packed batch's, one per run of equal lengths
+//!   ([`pack`] and [`unpack`] move between the packed rows and a run's `[count, len, d]`);
 //! - [`mean_pool`] and [`l2_normalize`]: the sentence embedding's pooling and normalisation.
 //!
 //! On the CPU outside autodiff, LayerNorm and the GELUs run as one host pass each
@@ -20,6 +21,7 @@ use std::cell::OnceCell;
 use burn::tensor::activation::{gelu, gelu_approximate, relu, silu, softmax};
 use burn::tensor::{Int, Tensor};
 
+use crate::batch::{Packing, Run};
 use crate::config::Activation;
 use crate::kernels;
 
@@ -380,10 +382,75 @@ pub fn mask_bias(mask: Tensor<2>) -> Tensor<4> {
     (mask.ones_like() - mask).mul_scalar(-MASKED).neg().unsqueeze_dims(&[1, 2])
 }
 
+/// How a batch's sequences attend: over a padded batch `[batch, seq, ..]` with its bias, or over
+/// a packed one `[1, total, ..]` ([`Packing`]), each run of equal lengths with its own bias (its
+/// sequences attend to their own rows only, at their own length).
+pub enum Attend {
+    Padded(Box<AttentionBias>),
+    Packed(Vec<(Run, AttentionBias)>),
+}
+
+impl Attend {
+    /// A packed batch's: each run's keys all tokens, and `position(len)` (T5's or MPNet's
+    /// position bias: its table and the `[len, len]` buckets), or none (BERT).
+    pub fn packed(
+        packing: &Packing,
+        position: impl Fn(usize) -> Option<(Tensor<2>, Tensor<2, Int>)>,
+        device: &burn::tensor::Device,
+    ) -> Self {
+        let bias = |run: &Run| {
+            AttentionBias::new(position(run.len), Tensor::ones([run.count, run.len], device), false)
+        };
+        Attend::Packed(packing.runs.iter().map(|run| (*run, bias(run))).collect())
+    }
+}
+
+/// Run `run`'s rows of a packed batch `[1, total, d]` → `[count, len, d]`.
+pub fn unpack(x: &Tensor<3>, run: &Run) -> Tensor<3> {
+    let d = x.dims()[2];
+    x.clone().slice([0..1, run.rows()]).reshape([run.count, run.len, d])
+}
+
+/// Runs `[count, len, d]` one after another → a packed batch `[1, total, d]` ([`unpack`]'s
+/// inverse).
+pub fn pack(runs: Vec<Tensor<3>>) -> Tensor<3> {
+    let flat = runs
+        .into_iter()
+        .map(|r| {
+            let [count, len, d] = r.dims();
+            r.reshape([1, count * len, d])
+        })
+        .collect();
+    Tensor::cat(flat, 1)
+}
+
 /// T5 attention (no `1/sqrt(d_kv)` scaling): `q` `[batch, q_len, heads · d_kv]`, `k`, `v`
-/// `[batch, k_len, heads · d_kv]` → `[batch, q_len, heads · d_kv]`, with `bias` added to the
-/// logits. One fused kernel on the GPU ([`kernels::attention`]), which reads `bias`'s parts.
+/// `[batch, k_len, heads · d_kv]` → `[batch, q_len, heads · d_kv]`, with the bias added to the
+/// logits; for a packed batch (`[1, total, heads · d_kv]`) run by run. One fused kernel on the
+/// GPU ([`kernels::attention`]), which reads the bias's parts.
 pub fn attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    attend: &Attend,
+    num_heads: usize,
+    d_kv: usize,
+) -> Tensor<3> {
+    match attend {
+        Attend::Padded(bias) => attention_padded(q, k, v, bias, num_heads, d_kv),
+        Attend::Packed(runs) => pack(
+            runs.iter()
+                .map(|(run, bias)| {
+                    let (q, k, v) = (unpack(&q, run), unpack(&k, run), unpack(&v, run));
+                    attention_padded(q, k, v, bias, num_heads, d_kv)
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// [`attention`] over one batch of sequences of equal length (padded or not).
+fn attention_padded(
     q: Tensor<3>,
     k: Tensor<3>,
     v: Tensor<3>,

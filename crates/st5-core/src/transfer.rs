@@ -1,13 +1,14 @@
-//! Transfers between the host and the device, below the model: token ids padded and uploaded
-//! ([`upload_ids`], which `SentenceModel::embed_ids` runs for every caller of the model on token
-//! ids: the embedder, the trainer's step and its dev evaluation), and every result that comes
+//! Transfers between the host and the device, below the model: token ids padded ([`upload_ids`])
+//! or packed ([`upload_packed`]) and uploaded, which `SentenceModel::embed_ids` runs for every
+//! caller of the model on token ids (the embedder, the trainer's step and its dev evaluation),
+//! and every result that comes
 //! back to the host (embeddings, scores, losses, index codes, saved weights) read back by
 //! [`to_host`]. It imports nothing of the model, so the int8 weights and the index read back
 //! through it without depending on the model.
 
 use burn::tensor::{Device, Element, Int, Tensor, TensorData};
 
-use crate::batch::pad;
+use crate::batch::{Packing, pad};
 use crate::error::{Error, Result};
 use crate::tokenizer::PAD_ID;
 
@@ -18,6 +19,26 @@ pub fn upload_ids(seqs: &[&[u32]], device: &Device) -> (Tensor<2, Int>, Tensor<2
     let ids = Tensor::<2, Int>::from_data(TensorData::new(b.ids, [b.batch, b.seq]), device);
     let mask = Tensor::<2>::from_data(TensorData::new(b.mask, [b.batch, b.seq]), device);
     (ids, mask)
+}
+
+/// Packs `seqs` without padding ([`Packing`]) and uploads each run's ids `[count, len]`.
+pub fn upload_packed(seqs: &[&[u32]], device: &Device) -> (Packing, Vec<Tensor<2, Int>>) {
+    let lengths: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+    let packing = Packing::new(&lengths);
+    let mut next = packing.order.iter();
+    let runs = packing
+        .runs
+        .iter()
+        .map(|run| {
+            let ids: Vec<i32> = next
+                .by_ref()
+                .take(run.count)
+                .flat_map(|&i| seqs[i].iter().map(|&t| t as i32))
+                .collect();
+            Tensor::from_data(TensorData::new(ids, [run.count, run.len]), device)
+        })
+        .collect();
+    (packing, runs)
 }
 
 /// The values of a tensor read back to the host, as f32 whatever the device's float type.

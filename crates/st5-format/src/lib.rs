@@ -23,6 +23,7 @@
 //! - [`error`]: the one error type, naming the file, tensor or line.
 
 pub mod atomic;
+pub mod batching;
 mod by_name;
 pub mod charsmap;
 pub mod checkpoint;

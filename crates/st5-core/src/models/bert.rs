@@ -17,9 +17,10 @@ use burn::module::{Module, Param};
 use burn::tensor::{Int, Tensor, TensorData};
 
 use super::layers::{self, LayerNorm, Linear};
+use crate::batch::Packing;
 use crate::config::{Activation, BertConfig, Family, MPNET_PADDING_IDX};
 use crate::int8::Int8Matrix;
-use crate::ops::{self, AttentionBias};
+use crate::ops::{self, Attend, AttentionBias};
 use crate::weights::{Init, VarBuilder};
 
 /// `embeddings`: word + token type 0 + absolute position, then LayerNorm. MPNet's have no
@@ -115,6 +116,12 @@ impl BertEmbeddings {
         self.LayerNorm.forward(x)
     }
 
+    /// Each run's ids `[count, len]` → the packed embeddings `[1, total, hidden]`, every
+    /// sequence's positions its own.
+    pub fn forward_packed(&self, ids: Vec<Tensor<2, Int>>) -> Tensor<3> {
+        ops::pack(ids.into_iter().map(|ids| self.forward(ids)).collect())
+    }
+
     /// The hidden width.
     pub fn hidden(&self) -> usize {
         self.position_embeddings.dims()[1]
@@ -144,7 +151,7 @@ impl BertSelfAttention {
     }
 
     /// `[batch, seq, hidden]` → the heads' context `[batch, seq, hidden]`.
-    pub fn forward(&self, x: Tensor<3>, bias: &AttentionBias) -> Tensor<3> {
+    pub fn forward(&self, x: Tensor<3>, bias: &Attend) -> Tensor<3> {
         let [q, k, v] = Linear::forward_shared([&self.query, &self.key, &self.value], x);
         scaled_attention(q, k, v, bias, self.num_heads, self.head_dim)
     }
@@ -157,7 +164,7 @@ pub fn scaled_attention(
     q: Tensor<3>,
     k: Tensor<3>,
     v: Tensor<3>,
-    bias: &AttentionBias,
+    bias: &Attend,
     num_heads: usize,
     head_dim: usize,
 ) -> Tensor<3> {
@@ -257,8 +264,8 @@ impl BertLayer {
         }
     }
 
-    /// `[batch, seq, hidden]` → same.
-    pub fn forward(&self, x: Tensor<3>, bias: &AttentionBias) -> Tensor<3> {
+    /// `[batch, seq, hidden]` (or a packed batch, `[1, total, hidden]`) → same.
+    pub fn forward(&self, x: Tensor<3>, bias: &Attend) -> Tensor<3> {
         let context = self.attention.self_.forward(x.clone(), bias);
         let out = &self.attention.output;
         let x = out.LayerNorm.forward(x + out.dense.forward(context));
@@ -306,8 +313,16 @@ impl BertModel {
     /// `ids`, `mask`: `[batch, seq]` (mask 1 token, 0 padding) → the last hidden states
     /// `[batch, seq, hidden]`.
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<3> {
-        let bias = AttentionBias::new(None, mask, false);
+        let bias = Attend::Padded(Box::new(AttentionBias::new(None, mask, false)));
         let x = self.embeddings.forward(ids);
+        self.encoder.layer.iter().fold(x, |x, layer| layer.forward(x, &bias))
+    }
+
+    /// Over a packed batch: each run's ids `[count, len]` ([`Packing`]) → the last hidden
+    /// states `[1, total, hidden]`, each sequence attending to itself.
+    pub fn forward_packed(&self, packing: &Packing, ids: Vec<Tensor<2, Int>>) -> Tensor<3> {
+        let x = self.embeddings.forward_packed(ids);
+        let bias = Attend::packed(packing, |_| None, &x.device());
         self.encoder.layer.iter().fold(x, |x, layer| layer.forward(x, &bias))
     }
 

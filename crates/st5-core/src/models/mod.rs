@@ -6,8 +6,10 @@
 //! - [`layers`], what they share: Linear, LayerNorm, the token-table lookup.
 //!
 //! Every family has the same contract: config → `new(vb, cfg)` (or random init) →
-//! `forward(ids, mask)` → hidden states `[batch, seq, hidden]`. The sentence head (pooling,
-//! Dense, Normalize) is `model.rs`, written once for all.
+//! `forward(ids, mask)` → hidden states `[batch, seq, hidden]` over a padded batch, or
+//! `forward_packed(packing, ids)` → `[1, total, hidden]` over a packed one (`batch::Packing`:
+//! no padding, the CPU's layout). The sentence head (pooling, Dense, Normalize) is `model.rs`,
+//! written once for all.
 
 pub mod bert;
 pub mod layers;
@@ -17,6 +19,7 @@ pub mod t5;
 use burn::module::Module;
 use burn::tensor::{Int, Tensor};
 
+use crate::batch::Packing;
 use crate::config::{Family, ModelConfig};
 use crate::int8::Int8Matrix;
 use crate::weights::VarBuilder;
@@ -65,6 +68,22 @@ impl Encoder {
             Encoder::T5(m) => m.encode(ids, mask),
             Encoder::Bert(m) => m.forward(ids, mask),
             Encoder::Mpnet(m) => m.forward(ids, mask),
+        }
+    }
+
+    /// Over a packed batch: each run's ids `[count, len]` ([`Packing`]), after the soft prompt
+    /// `[p, d_model]` when given (T5 only) → `[1, total, hidden]` and the packing the output
+    /// has (each sequence `p` rows longer).
+    pub fn forward_packed(
+        &self,
+        packing: &Packing,
+        ids: Vec<Tensor<2, Int>>,
+        prompt: Option<Tensor<2>>,
+    ) -> (Tensor<3>, Packing) {
+        match self {
+            Encoder::T5(m) => m.encode_packed(packing, ids, prompt),
+            Encoder::Bert(m) => (m.forward_packed(packing, ids), packing.clone()),
+            Encoder::Mpnet(m) => (m.forward_packed(packing, ids), packing.clone()),
         }
     }
 

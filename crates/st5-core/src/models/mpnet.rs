@@ -14,14 +14,15 @@
 #![allow(non_snake_case)]
 
 use burn::module::{Module, Param};
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{Device, Int, Tensor};
 
 use super::bert::{BertEmbeddings, BertIntermediate, BertOutput, feed_forward, scaled_attention};
 use super::layers::{LayerNorm, Linear};
 use super::t5::bucket_tensor;
+use crate::batch::Packing;
 use crate::config::{BertConfig, Family, MPNET_BUCKETS, MPNET_MAX_DISTANCE};
 use crate::int8::Int8Matrix;
-use crate::ops::AttentionBias;
+use crate::ops::{Attend, AttentionBias};
 use crate::weights::{Init, VarBuilder};
 
 /// `attention.attn`: q, k, v and the output projection o, all with biases.
@@ -77,7 +78,7 @@ impl MPNetLayer {
     }
 
     /// `[batch, seq, hidden]` → same; `bias` holds the position bias and the padding mask.
-    pub fn forward(&self, x: Tensor<3>, bias: &AttentionBias) -> Tensor<3> {
+    pub fn forward(&self, x: Tensor<3>, bias: &Attend) -> Tensor<3> {
         let a = &self.attention.attn;
         let [q, k, v] = Linear::forward_shared([&a.q, &a.k, &a.v], x.clone());
         let context = scaled_attention(q, k, v, bias, a.num_heads, a.head_dim);
@@ -127,13 +128,25 @@ impl MPNetModel {
     /// `ids`, `mask`: `[batch, seq]` (mask 1 token, 0 padding) → the last hidden states
     /// `[batch, seq, hidden]`.
     pub fn forward(&self, ids: Tensor<2, Int>, mask: Tensor<2>) -> Tensor<3> {
-        let seq = ids.dims()[1];
-        let buckets =
-            bucket_tensor(seq, seq, true, MPNET_BUCKETS, MPNET_MAX_DISTANCE, &ids.device());
-        let table = self.encoder.relative_attention_bias.val();
-        let bias = AttentionBias::new(Some((table, buckets)), mask, false);
+        let position = self.position_bias(ids.dims()[1], &ids.device());
+        let bias = Attend::Padded(Box::new(AttentionBias::new(position, mask, false)));
         let x = self.embeddings.forward(ids);
         self.encoder.layer.iter().fold(x, |x, layer| layer.forward(x, &bias))
+    }
+
+    /// Over a packed batch: each run's ids `[count, len]` ([`Packing`]) → the last hidden
+    /// states `[1, total, hidden]`, each sequence attending to itself.
+    pub fn forward_packed(&self, packing: &Packing, ids: Vec<Tensor<2, Int>>) -> Tensor<3> {
+        let x = self.embeddings.forward_packed(ids);
+        let device = x.device();
+        let bias = Attend::packed(packing, |len| self.position_bias(len, &device), &device);
+        self.encoder.layer.iter().fold(x, |x, layer| layer.forward(x, &bias))
+    }
+
+    /// The position table and the buckets of `seq` × `seq` positions.
+    fn position_bias(&self, seq: usize, device: &Device) -> Option<(Tensor<2>, Tensor<2, Int>)> {
+        let buckets = bucket_tensor(seq, seq, true, MPNET_BUCKETS, MPNET_MAX_DISTANCE, device);
+        Some((self.encoder.relative_attention_bias.val(), buckets))
     }
 
     /// Every int8 matrix (the word table and the Linear weights kept int8).

@@ -13,10 +13,11 @@ use burn::module::{Module, Param};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::layers::{self, Linear};
+use crate::batch::Packing;
 use crate::config::{Activation, T5Config};
 use crate::int8::Int8Matrix;
 use crate::names::block_layer;
-use crate::ops::{self, AttentionBias};
+use crate::ops::{self, Attend, AttentionBias};
 use crate::weights::{Init, VarBuilder};
 
 /// RMS norm: `x / sqrt(mean(x²) + eps) * weight`, no mean subtraction, no bias, in f32.
@@ -217,8 +218,9 @@ impl T5Attention {
     }
 
     /// `x`: `[batch, q_len, d_model]`; `kv`: `[batch, k_len, d_model]` (cross-attention) or `x`.
-    /// Returns `[batch, q_len, d_model]`. One fused kernel on the GPU ([`ops::attention`]).
-    pub fn forward(&self, x: Tensor<3>, kv: Option<Tensor<3>>, bias: &AttentionBias) -> Tensor<3> {
+    /// Returns `[batch, q_len, d_model]` (a packed batch: `[1, total, d_model]`, no `kv`). One
+    /// fused kernel on the GPU ([`ops::attention`]).
+    pub fn forward(&self, x: Tensor<3>, kv: Option<Tensor<3>>, bias: &Attend) -> Tensor<3> {
         let [q, k, v] = match kv {
             Some(kv) => [self.q.forward(x), self.k.forward(kv.clone()), self.v.forward(kv)],
             None => Linear::forward_shared([&self.q, &self.k, &self.v], x),
@@ -290,13 +292,13 @@ impl T5Block {
         attention.chain(cross).chain(ff)
     }
 
-    /// `x`: `[batch, seq, d_model]`; `cross`: the encoder output `[batch, src, d_model]` and
-    /// its bias (the source's padding mask).
+    /// `x`: `[batch, seq, d_model]` (or a packed batch, `[1, total, d_model]`); `cross`: the
+    /// encoder output `[batch, src, d_model]` and its bias (the source's padding mask).
     pub fn forward(
         &self,
         x: Tensor<3>,
-        self_bias: &AttentionBias,
-        cross: Option<(Tensor<3>, &AttentionBias)>,
+        self_bias: &Attend,
+        cross: Option<(Tensor<3>, &Attend)>,
     ) -> Tensor<3> {
         let sa = &self.self_attention;
         let x = x.clone() + sa.SelfAttention.forward(sa.layer_norm.forward(x), None, self_bias);
@@ -387,17 +389,41 @@ impl T5Stack {
         cross: Option<(Tensor<3>, Tensor<2>)>,
     ) -> Tensor<3> {
         let seq = x.dims()[1];
+        let bias = AttentionBias::new(self.position_bias(seq, &x.device()), mask, self.is_decoder);
+        let cross = cross.map(|(enc, enc_mask)| {
+            (enc, Attend::Padded(Box::new(AttentionBias::new(None, enc_mask, false))))
+        });
+        self.blocks(
+            x,
+            &Attend::Padded(Box::new(bias)),
+            cross.as_ref().map(|(enc, b)| (enc.clone(), b)),
+        )
+    }
+
+    /// The encoder over a packed batch ([`Packing`]): input embeddings `x` `[1, total, d_model]`
+    /// → the final-norm output `[1, total, d_model]`, each sequence attending to itself.
+    pub fn forward_packed(&self, x: Tensor<3>, packing: &Packing) -> Tensor<3> {
+        let device = x.device();
+        let bias = Attend::packed(packing, |len| self.position_bias(len, &device), &device);
+        self.blocks(x, &bias, None)
+    }
+
+    /// Block 0's relative-position table and the buckets of `seq` × `seq` positions.
+    fn position_bias(&self, seq: usize, device: &Device) -> Option<(Tensor<2>, Tensor<2, Int>)> {
         let attention = &self.block[0].self_attention.SelfAttention;
-        let table = attention
-            .relative_attention_bias
-            .as_ref()
-            .expect("position bias is owned by block 0")
-            .val();
-        let buckets = attention.buckets(seq, seq, &x.device());
-        let bias = AttentionBias::new(Some((table, buckets)), mask, self.is_decoder);
-        let cross = cross.map(|(enc, enc_mask)| (enc, AttentionBias::new(None, enc_mask, false)));
+        let table = attention.relative_attention_bias.as_ref().expect("block 0 owns the bias");
+        Some((table.val(), attention.buckets(seq, seq, device)))
+    }
+
+    /// Every block, then the final norm.
+    fn blocks(
+        &self,
+        x: Tensor<3>,
+        bias: &Attend,
+        cross: Option<(Tensor<3>, &Attend)>,
+    ) -> Tensor<3> {
         let x = self.block.iter().fold(x, |x, block| {
-            block.forward(x, &bias, cross.as_ref().map(|(enc, b)| (enc.clone(), b)))
+            block.forward(x, bias, cross.as_ref().map(|(enc, b)| (enc.clone(), *b)))
         });
         self.final_layer_norm.forward(x)
     }
@@ -442,6 +468,34 @@ impl T5Model {
         );
         let mask = Tensor::cat(vec![Tensor::<2>::ones([b, p], &mask.device()), mask], 1);
         (self.encoder.forward_embeds(x, mask.clone(), None), mask)
+    }
+
+    /// The encoder over a packed batch: each run's ids `[count, len]` ([`Packing`]), after
+    /// `prompt` `[p, d_model]` when given → the output `[1, total, d_model]` and the packing it
+    /// has (each sequence `p` rows longer, the prompt's first).
+    pub fn encode_packed(
+        &self,
+        packing: &Packing,
+        ids: Vec<Tensor<2, Int>>,
+        prompt: Option<Tensor<2>>,
+    ) -> (Tensor<3>, Packing) {
+        let p = prompt.as_ref().map_or(0, |t| t.dims()[0]);
+        let embeds = ids
+            .into_iter()
+            .map(|ids| {
+                let x = self.encoder.embed(ids);
+                match &prompt {
+                    Some(prompt) => {
+                        let [count, _, d] = x.dims();
+                        let before = prompt.clone().unsqueeze_dim::<3>(0).expand([count, p, d]);
+                        Tensor::cat(vec![before, x], 1)
+                    }
+                    None => x,
+                }
+            })
+            .collect();
+        let packing = packing.lengthened(p);
+        (self.encoder.forward_packed(ops::pack(embeds), &packing), packing)
     }
 
     /// Runs the decoder on `decoder_ids` `[batch, tgt]` over the encoder output `[batch, src,
