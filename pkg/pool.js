@@ -1,7 +1,7 @@
 // The CPU path on every core: a pool of Web Workers, each holding a copy of the model on the
 // wasm CPU backend, with the page's own model bridging the start. A call's texts are cut into the
-// batches the model itself would run (`planBatches`: on the CPU one token count a batch, so
-// nothing is padded and each text's vector is the same as on one thread), and each worker takes the next batch as soon as it is free. Each batch is the
+// batches the model itself would run (`planBatches`: on the CPU each batch is packed, nothing
+// padded, so each text's vector is the same as on one thread), and each worker takes the next batch as soon as it is free. Each batch is the
 // same forward pass on the same wasm code as on one thread, so results are bit-identical to
 // `threads: 1`. In Node the workers are worker_threads ones (host.js), driven the same way.
 //

