@@ -398,6 +398,40 @@ fn st5_embed_gives_a_text_the_same_bits_in_any_batch() {
     }
 }
 
+/// Every int8 kernel this CPU runs, forced with `ST5_INT8_KERNEL`, gives the built-in model's
+/// vectors the same bits (AMX, the VNNI forms, AVX2, scalar: exact i32 products), and `--stats`
+/// names the kernel that ran.
+#[test]
+fn every_int8_kernel_gives_the_same_vectors() {
+    use st5_core::int8::{ACT_BITS, Kernel};
+    let (texts, _) = line_sentences("st-bert-gelu");
+    let input = scratch("kernels-in.txt");
+    std::fs::write(&input, texts.join("\n") + "\n").unwrap();
+    let kernels: Vec<Kernel> =
+        Kernel::available().into_iter().filter(|k| k.accepts(ACT_BITS)).collect();
+    let mut first: Option<(Kernel, Vec<u8>)> = None;
+    for kernel in kernels {
+        let out = scratch(&format!("kernels-{}.npy", kernel.name()));
+        let o = Command::new(st5_bin())
+            .args(["embed", "--stats", "--input", input.to_str().unwrap()])
+            .args(["--output", out.to_str().unwrap()])
+            .env("ST5_INT8_KERNEL", kernel.name())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{kernel:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("({kernel:?} kernel)")),
+            "{kernel:?} did not run: {stderr}"
+        );
+        let bytes = std::fs::read(&out).unwrap();
+        match &first {
+            None => first = Some((kernel, bytes)),
+            Some((k0, b0)) => assert!(b0 == &bytes, "{kernel:?} differs from {k0:?}"),
+        }
+    }
+}
+
 /// `st5 index build`'s scores are the dot products of `st5 embed`'s vectors, to the last bit: the
 /// corpus embedded in batches and each query alone give the same bits as `st5 embed` gives them
 /// in its own batches, and a quantized index's candidates are rescored by the f32 dot product in

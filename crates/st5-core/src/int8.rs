@@ -31,7 +31,8 @@
 use std::sync::{Arc, OnceLock};
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use st5_int8::{ActBits, Kernel, Weights, quantize_rows_asymmetric};
+pub use st5_int8::Kernel;
+use st5_int8::{ActBits, Weights, quantize_rows_asymmetric};
 
 use crate::device::is_gpu;
 use crate::kernels::{self, CODES_PER_WORD};
@@ -60,10 +61,32 @@ pub const OUTLIER_RATIO: f32 = 4.0;
 /// d_out`, 2% at the default's widths.
 pub const MAX_F32_CHANNELS: usize = 8;
 
-/// The kernel this process uses: the fastest that takes [`ACT_BITS`], chosen once.
+/// The kernel this process uses, chosen once: the fastest that takes [`ACT_BITS`], or the one
+/// `ST5_INT8_KERNEL` names (`amx`, `avx512-vnni`, `avx-vnni`, `avx2-ubs`, `avx2`, `scalar`, ...:
+/// every kernel gives the same bits, so this only changes speed; for benchmarks and tests). A
+/// name this CPU does not run is reported on stderr and the fastest is used.
 pub fn kernel() -> Kernel {
     static KERNEL: OnceLock<Kernel> = OnceLock::new();
-    *KERNEL.get_or_init(|| Kernel::best(ACT_BITS))
+    *KERNEL.get_or_init(|| {
+        let best = Kernel::best(ACT_BITS);
+        let Ok(name) = std::env::var("ST5_INT8_KERNEL") else { return best };
+        match Kernel::from_name(&name).filter(|k| k.is_available() && k.accepts(ACT_BITS)) {
+            Some(k) => k,
+            None => {
+                let here: Vec<&str> = Kernel::available()
+                    .into_iter()
+                    .filter(|k| k.accepts(ACT_BITS))
+                    .map(Kernel::name)
+                    .collect();
+                eprintln!(
+                    "warning: ST5_INT8_KERNEL={name} is not a kernel this CPU runs (here: {}); using {}",
+                    here.join(", "),
+                    best.name()
+                );
+                best
+            }
+        }
+    })
 }
 
 /// A matrix kept as int8 codes with one f32 scale per row: a Linear weight `[d_out, d_in]` (as

@@ -26,6 +26,10 @@ pub enum Kernel {
     Avx512Vnni,
     /// x86-64 AVX-VNNI (the VEX form of `vpdpbusd`, 32-byte vectors), as [`Kernel::Avx512Vnni`].
     AvxVnni,
+    /// x86-64 AMX-INT8 on Linux: `tdpbssd` on 16 × 64 tiles, signed × signed, weights repacked
+    /// once into the tile layout (`amx.rs`). Available where the CPU has it and Linux grants the
+    /// process the tile state.
+    Amx,
     /// WebAssembly SIMD128: codes widened to i16, `i32x4.dot_i16x8_s`.
     Simd128,
     /// WebAssembly relaxed SIMD: `i32x4.relaxed_dot_i8x16_i7x16_add_s` with weights as the
@@ -40,17 +44,40 @@ pub enum Kernel {
 impl Kernel {
     /// Every kernel this build contains and this CPU runs, the scalar one first.
     pub fn available() -> Vec<Kernel> {
-        let all = [
-            Kernel::Scalar,
-            Kernel::Avx2,
-            Kernel::Avx2Ubs,
-            Kernel::Avx512Vnni,
-            Kernel::AvxVnni,
-            Kernel::Simd128,
-            Kernel::RelaxedSimd,
-            Kernel::Sdot,
-        ];
-        all.into_iter().filter(|k| k.is_available()).collect()
+        Kernel::ALL.into_iter().filter(|k| k.is_available()).collect()
+    }
+
+    /// Every kernel of any build, the scalar one first.
+    pub const ALL: [Kernel; 9] = [
+        Kernel::Scalar,
+        Kernel::Avx2,
+        Kernel::Avx2Ubs,
+        Kernel::Avx512Vnni,
+        Kernel::AvxVnni,
+        Kernel::Amx,
+        Kernel::Simd128,
+        Kernel::RelaxedSimd,
+        Kernel::Sdot,
+    ];
+
+    /// The kernel's name, as `ST5_INT8_KERNEL` takes it (st5-core).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Scalar => "scalar",
+            Kernel::Avx2 => "avx2",
+            Kernel::Avx2Ubs => "avx2-ubs",
+            Kernel::Avx512Vnni => "avx512-vnni",
+            Kernel::AvxVnni => "avx-vnni",
+            Kernel::Amx => "amx",
+            Kernel::Simd128 => "simd128",
+            Kernel::RelaxedSimd => "relaxed-simd",
+            Kernel::Sdot => "sdot",
+        }
+    }
+
+    /// The kernel named `name` ([`name`](Self::name)), if any.
+    pub fn from_name(name: &str) -> Option<Kernel> {
+        Kernel::ALL.into_iter().find(|k| k.name() == name)
     }
 
     /// Whether this build contains the kernel and this CPU runs it.
@@ -69,6 +96,8 @@ impl Kernel {
                 std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("avxvnni")
             }
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Kernel::Amx => crate::amx::available(),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Kernel::Simd128 => true,
             #[cfg(all(
@@ -90,10 +119,11 @@ impl Kernel {
         !matches!((self, bits), (Kernel::Avx2Ubs | Kernel::RelaxedSimd, ActBits::Eight))
     }
 
-    /// The fastest available kernel for activations of `bits` (measured order: VNNI, then the
+    /// The fastest available kernel for activations of `bits` (measured order: AMX, VNNI, then the
     /// 7-bit forms, then the 16-bit ones; the crate's benchmark).
     pub fn best(bits: ActBits) -> Kernel {
         [
+            Kernel::Amx,
             Kernel::Avx512Vnni,
             Kernel::AvxVnni,
             Kernel::Avx2Ubs,
@@ -119,6 +149,8 @@ impl Kernel {
             Kernel::Avx512Vnni => crate::x86::avx512_vnni(x, w, out),
             #[cfg(target_arch = "x86_64")]
             Kernel::AvxVnni => crate::x86::avx_vnni(x, w, out),
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Kernel::Amx => crate::amx::amx(x, w, out),
             #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
             Kernel::Simd128 => crate::wasm::simd128(x, w, out),
             #[cfg(all(
@@ -311,6 +343,40 @@ mod tests {
                 assert!(out[4..8].iter().all(|v| v.is_nan()), "{kernel:?}");
                 assert!(out[8..].iter().all(|v| v.is_finite()), "{kernel:?}");
             }
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for k in Kernel::ALL {
+            assert_eq!(Kernel::from_name(k.name()), Some(k));
+        }
+        assert_eq!(Kernel::from_name("Amx"), None);
+    }
+
+    /// AMX is chosen first where it runs; where the CPU lacks it (or Linux refuses the tile
+    /// state) this test says so and checks nothing more, so a run shows which it was.
+    #[test]
+    fn amx_is_the_best_kernel_where_it_runs() {
+        if !Kernel::Amx.is_available() {
+            eprintln!("skipped: no AMX-INT8 here (CPU or OS)");
+            return;
+        }
+        for bits in [ActBits::Seven, ActBits::Eight] {
+            assert_eq!(Kernel::best(bits), Kernel::Amx);
+        }
+        // Edges of its tiles: rows and columns either side of 16 and 32, k either side of 64.
+        let mut rng = Lcg(0xa3);
+        for (m, k, n) in
+            [(1, 1, 1), (15, 63, 17), (16, 64, 16), (33, 65, 31), (32, 128, 32), (47, 200, 70)]
+        {
+            let (x, w) = operands(&rng.codes(m * k), m, &rng.codes(n * k), n, k, ActBits::Eight);
+            let (mut want, mut got) = (vec![0f32; m * n], vec![f32::NAN; m * n]);
+            crate::matmul(Kernel::Scalar, &x, &w, &mut want);
+            crate::matmul(Kernel::Amx, &x, &w, &mut got);
+            assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{m}x{k}x{n}");
+            // The tile layout is made once and counted in the matrix's bytes.
+            assert!(w.heap_bytes() >= 2 * n * k);
         }
     }
 

@@ -4,7 +4,8 @@
 //! of codes, rescaled once by the row's and the weight row's scales ([`rescale`]).
 //!
 //! Kernels ([`Kernel`]): a scalar reference, and SIMD kernels that equal it bit for bit on the
-//! same codes: x86-64 AVX2 (two forms), AVX-512 VNNI and AVX-VNNI, chosen at run time;
+//! same codes: x86-64 AMX-INT8 (on Linux, which grants the tile state on request), AVX2 (two
+//! forms), AVX-512 VNNI and AVX-VNNI, chosen at run time;
 //! WebAssembly SIMD128 and relaxed SIMD, chosen when the module is built; AArch64 `sdot`, chosen
 //! at run time. [`Kernel::best`] picks one; `examples/bench.rs` measures them against the f32
 //! matrix kernel st5 runs today.
@@ -43,6 +44,8 @@ mod quant;
 ))]
 mod tiles;
 
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod amx;
 #[cfg(target_arch = "aarch64")]
 mod arm;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]

@@ -2,6 +2,8 @@
 //! [`QuantizedRows`]) and a Linear layer's int8 weight with its per-row scales ([`Weights`]), both
 //! stored with rows padded to [`K_ALIGN`] bytes so that every kernel reads whole vectors.
 
+use std::sync::OnceLock;
+
 use crate::{K_ALIGN, MAX_K};
 
 /// How many bits an activation code uses: symmetric, so ±63 or ±127.
@@ -231,6 +233,12 @@ impl QuantizedRows {
     pub(crate) fn padded_row(&self, i: usize) -> &[i8] {
         &self.codes[i * self.stride..(i + 1) * self.stride]
     }
+
+    /// Rows `i .. i + count`, each as [`padded_row`](Self::padded_row), one after another.
+    #[cfg_attr(not(all(target_arch = "x86_64", target_os = "linux")), allow(dead_code))]
+    pub(crate) fn padded_rows(&self, i: usize, count: usize) -> &[i8] {
+        &self.codes[i * self.stride..(i + count) * self.stride]
+    }
 }
 
 /// A Linear layer's int8 weight, `[n, k]` row-major (output rows, as in a checkpoint) with one f32
@@ -246,6 +254,8 @@ pub struct Weights {
     n: usize,
     k: usize,
     stride: usize,
+    /// The codes in the AMX kernel's tile layout, made on its first product with this matrix.
+    amx: OnceLock<Vec<i8>>,
 }
 
 impl Weights {
@@ -265,7 +275,15 @@ impl Weights {
         }
         let row_sums =
             codes.chunks_exact(k).map(|r| r.iter().map(|&c| i32::from(c)).sum()).collect();
-        Weights { codes: padded, scales: scales.to_vec(), row_sums, n, k, stride }
+        Weights {
+            codes: padded,
+            scales: scales.to_vec(),
+            row_sums,
+            n,
+            k,
+            stride,
+            amx: OnceLock::new(),
+        }
     }
 
     /// Output rows (`n` of the product).
@@ -291,7 +309,8 @@ impl Weights {
     /// The bytes this matrix holds on the heap: padded codes, scales and row sums (what a
     /// model's memory report counts).
     pub fn heap_bytes(&self) -> usize {
-        self.codes.len() + 4 * (self.scales.len() + self.row_sums.len())
+        let amx = self.amx.get().map_or(0, Vec::len);
+        self.codes.len() + amx + 4 * (self.scales.len() + self.row_sums.len())
     }
 
     /// Row `j`'s code sum, exact (|sum| <= 128 · MAX_K).
@@ -308,6 +327,12 @@ impl Weights {
     /// Row `j`'s codes followed by zeros up to a multiple of [`K_ALIGN`].
     pub(crate) fn padded_row(&self, j: usize) -> &[i8] {
         &self.codes[j * self.stride..(j + 1) * self.stride]
+    }
+
+    /// Where the AMX kernel keeps this matrix in its tile layout (filled on first use).
+    #[cfg_attr(not(all(target_arch = "x86_64", target_os = "linux")), allow(dead_code))]
+    pub(crate) fn amx_tiles(&self) -> &OnceLock<Vec<i8>> {
+        &self.amx
     }
 }
 
