@@ -10,6 +10,10 @@ import { WITH_INNER } from './facts.js';
 import { glue, guard, wasm } from './runtime.js';
 import { indexBlob } from './search-index.js';
 
+// What collection-store.js calls, kept off the public surface.
+export const REPLAY = Symbol('st5.replay');
+export const SNAPSHOT = Symbol('st5.snapshot');
+
 const asPackageError = (e) => {
   if (e.code === 'model' && !e.message.startsWith('st5:')) e.message = `st5: ${e.message}`;
   throw e;
@@ -17,7 +21,7 @@ const asPackageError = (e) => {
 
 /** Refuses a model whose wasm lives in a worker (`loadInWorker`): a collection's passages are cut
  * with the model's tokenizer on this thread. */
-function needsPageModel(model) {
+export function needsPageModel(model) {
   if (typeof model?.[WITH_INNER] !== 'function')
     throw Object.assign(new Error('st5: collections need a model loaded with load() (not loadInWorker)'), {
       code: 'invalid',
@@ -30,10 +34,14 @@ export class Collection {
   #docs;
   // Calls that change the collection run one at a time: prepare, embed, commit.
   #queue = Promise.resolve();
+  // Told of each change as it is made, in order (collection-store.js saves them); what it
+  // returns (a save) is awaited by the call, outside the queue, so searches need not wait.
+  #journal;
 
-  constructor(model, docs) {
+  constructor(model, docs, journal = null) {
     this.#model = model;
     this.#docs = docs;
+    this.#journal = journal;
   }
 
   /** Documents held. */
@@ -53,15 +61,42 @@ export class Collection {
   }
 
   async #put(docs, upsert) {
-    return this.#serial(async () => {
+    const { result, saved } = await this.#serial(async () => {
       if (!Array.isArray(docs))
         throw Object.assign(new Error('st5: documents must be an array of objects'), { code: 'invalid' });
-      const prepare = (inner) => guard('prepare', () => this.#docs.prepare(inner, docs, upsert));
-      const texts = await this.#model[WITH_INNER](prepare).catch(asPackageError);
+      const texts = await this.#prepare(docs, upsert);
       const vectors = texts.length ? await this.#model.embedFlat(texts) : new Float32Array(0);
-      await guard('commit', () => this.#docs.commit(vectors)).catch(asPackageError);
-      return { documents: docs.length, passages: texts.length };
+      await this.#commit(vectors);
+      const saved = this.#journal?.({ op: 'put', upsert, docs, vectors });
+      return { result: { documents: docs.length, passages: texts.length }, saved };
     });
+    await saved;
+    return result;
+  }
+
+  /** Checks `docs` and cuts them into passages: the texts to embed, for `#commit`. */
+  #prepare(docs, upsert) {
+    const prepare = (inner) => guard('prepare', () => this.#docs.prepare(inner, docs, upsert));
+    return this.#model[WITH_INNER](prepare).catch(asPackageError);
+  }
+
+  #commit(vectors) {
+    return guard('commit', () => this.#docs.commit(vectors)).catch(asPackageError);
+  }
+
+  /** Applies a change saved by collection-store.js, with the vectors it was saved with (nothing
+   * is embedded); refused if the passages it cuts are not the ones those vectors are for. */
+  async [REPLAY](change) {
+    if (change.op === 'remove') return void this.#docs.remove(String(change.id));
+    const texts = await this.#prepare(change.docs, change.upsert);
+    if (texts.length * this.#model.dim !== change.vectors.length)
+      throw Object.assign(
+        new Error(
+          `${texts.length} passages now, but the change was saved with ${change.vectors.length / this.#model.dim}`,
+        ),
+        { code: 'format' },
+      );
+    await this.#commit(change.vectors);
   }
 
   /** Adds documents, all or none: one that breaks the schema, or an id already held, is refused
@@ -77,7 +112,9 @@ export class Collection {
 
   /** Removes the document `id`; whether it was held. */
   remove(id) {
-    return this.#docs.remove(String(id));
+    const removed = this.#docs.remove(String(id));
+    if (removed) this.#journal?.({ op: 'remove', id: String(id) });
+    return removed;
   }
 
   /** The document `id` as it was stored (the schema's fields), or undefined. */
@@ -100,10 +137,12 @@ export class Collection {
    * `st5 index query` and `importCollection` open. */
   async export({ quantize = 'none' } = {}) {
     await this.#queue;
-    const bytes = await guard('export', () => this.#docs.toFile(quantize, this.#model.fingerprint)).catch(
-      asPackageError,
-    );
-    return new Blob([bytes], { type: 'application/octet-stream' });
+    return new Blob([await this[SNAPSHOT](quantize)], { type: 'application/octet-stream' });
+  }
+
+  /** The index file's bytes of the collection as it is now, changes in flight left out. */
+  [SNAPSHOT](quantize = 'none') {
+    return guard('export', () => this.#docs.toFile(quantize, this.#model.fingerprint)).catch(asPackageError);
   }
 
   dispose() {
@@ -112,27 +151,36 @@ export class Collection {
   }
 }
 
+/** Empty documents of `schema` for `model` (a page model), passages overlapping by `overlap`. */
+export async function newDocuments(model, schema, overlap) {
+  needsPageModel(model);
+  await wasm();
+  return model[WITH_INNER]((inner) =>
+    guard('createCollection', () => new (glue().Documents)(schema, inner, overlap)),
+  ).catch(asPackageError);
+}
+
+/** Documents from an index file's `bytes` (`name` in errors), built with `model`. */
+export async function openDocuments(model, bytes, name) {
+  needsPageModel(model);
+  await wasm();
+  return guard('importCollection', () => glue().Documents.fromFile(bytes, name, model.fingerprint)).catch(
+    asPackageError,
+  );
+}
+
 /** An empty collection of `schema` for `model`: `{ id = 'id', text: [{ name, boost }], fields:
  * [{ name, type: 'string' | 'number' | 'boolean' | 'string[]' }], language = 'english' }`.
  * Options: `overlap`, the tokens a passage repeats from the one before (16). */
 export async function createCollection(model, schema, { overlap = 16 } = {}) {
-  needsPageModel(model);
-  await wasm();
-  const docs = await model[WITH_INNER]((inner) =>
-    guard('createCollection', () => new (glue().Documents)(schema, inner, overlap)),
-  ).catch(asPackageError);
-  return new Collection(model, docs);
+  return new Collection(model, await newDocuments(model, schema, overlap));
 }
 
 /** A collection from an index file built with `model` (`st5 index build --docs`, or `export()`):
  * a path or URL (Node), a Blob, or bytes. A lines index becomes documents of one `text` field. */
 export async function importCollection(model, source, { name = 'collection' } = {}) {
   needsPageModel(model);
-  await wasm();
   const { blob, name: named } = await indexBlob(source);
   const bytes = new Uint8Array(await blob.arrayBuffer());
-  const docs = await guard('importCollection', () =>
-    glue().Documents.fromFile(bytes, named === '(in memory)' ? name : named, model.fingerprint),
-  ).catch(asPackageError);
-  return new Collection(model, docs);
+  return new Collection(model, await openDocuments(model, bytes, named === '(in memory)' ? name : named));
 }

@@ -143,9 +143,10 @@ export function clearCache(): Promise<void>;
  * core panicked; `message` holds the panic's message and `call` the call that hit it). An internal
  * error never falls back to the CPU; the model loads itself again on a fresh wasm instance (a
  * fresh worker for `loadInWorker`) at its next call, and a `SearchIndex` made before it must be
- * opened again. Input of the wrong type is a `TypeError` without a code.
+ * opened again. `'invalid'`: a bad argument (a schema, a document, a filter); `'storage'`: OPFS
+ * missing, full or held by another tab. Input of the wrong type is a `TypeError` without a code.
  */
-export type ErrorCode = 'device' | 'limit' | 'model' | 'internal';
+export type ErrorCode = 'device' | 'limit' | 'model' | 'internal' | 'invalid' | 'storage';
 export interface St5Error extends Error {
   code?: ErrorCode;
   /** For `'internal'`: the call that hit the panic (`'embed'`, `'load'`, `'SearchIndex.search'`, ...). */
@@ -356,3 +357,31 @@ export function importCollection(
   source: Blob | ArrayBuffer | Uint8Array | string | URL,
   options?: { name?: string },
 ): Promise<Collection>;
+
+/** A collection kept in this origin's OPFS (`openCollection`): each change is saved, as a small
+ * log segment, before its call resolves; the log is folded into a new index file when it has
+ * grown past the last one. */
+export class SavedCollection extends Collection {
+  readonly name: string;
+  /** Documents found in storage when it was opened (restored without embedding). */
+  readonly restored: number;
+  /** Bytes of the last index file and of the log after it; segments; compactions so far. */
+  readonly storage: { baseBytes: number; logBytes: number; segments: number; generation: number };
+  /** Resolves once every change made so far is on disk (`remove` saves in the background). */
+  saved(): Promise<void>;
+  /** Writes the whole collection again now, dropping the log. */
+  compact(): Promise<void>;
+}
+
+/** Opens collection `name` saved in OPFS, or creates it with `schema`. A save cut short (a closed
+ * tab, a crash) leaves the last good collection. Refused: another model or schema than the saved
+ * one's (`code: 'model'`), a name open in another tab (`'storage'`), no OPFS (Node: `'storage'`). */
+export function openCollection(
+  model: SentenceEncoder,
+  name: string,
+  schema?: Schema,
+  options?: { overlap?: number; compactBytes?: number },
+): Promise<SavedCollection>;
+
+/** Deletes saved collection `name`; whether there was one. */
+export function deleteCollection(name: string): Promise<boolean>;

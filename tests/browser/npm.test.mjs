@@ -598,6 +598,125 @@ const failed = await runCases([
     },
   ],
   [
+    'a_saved_collection_reopens_without_embedding_and_survives_torn_writes',
+    async () => {
+      const r = await page.evaluate(
+        async ({ url, texts }) => {
+          const m = await st5.load(url, { device: 'cpu' });
+          let embedded = 0;
+          const embedFlat = m.embedFlat.bind(m);
+          m.embedFlat = (t) => ((embedded += t.length), embedFlat(t));
+          const schema = { text: [{ name: 'body' }], fields: [{ name: 'n', type: 'number' }] };
+          const dir = async () =>
+            (await (await navigator.storage.getDirectory()).getDirectoryHandle('st5-collections')).getDirectoryHandle(
+              't',
+            );
+          const files = async () => {
+            const out = [];
+            for await (const [name] of (await dir()).entries()) out.push(name);
+            return out.sort();
+          };
+          const answers = async (col) => {
+            const out = [];
+            for (const mode of ['vector', 'keyword', 'hybrid'])
+              out.push((await col.search(texts[2], { mode, k: 4, where: 'n >= 1', facets: ['n'] })).hits);
+            return JSON.stringify(out);
+          };
+          const refusal = (p) =>
+            p.then(
+              () => 'accepted',
+              (e) => `${e.code}: ${e.message}`,
+            );
+          const out = { steps: [] };
+          await st5.deleteCollection('t');
+          out.missing = await refusal(st5.openCollection(m, 't'));
+          let col = await st5.openCollection(m, 't', schema);
+          out.steps.push({ restored: col.restored, ...col.storage });
+          await col.add(texts.map((body, i) => ({ id: `t${i}`, body, n: i })));
+          await col.upsert([{ id: 't1', body: texts[2] + ' ' + texts[1], n: 11 }]);
+          col.remove('t3');
+          await col.saved();
+          out.busy = await refusal(st5.openCollection(m, 't', schema));
+          const before = await answers(col);
+          const size = col.size;
+          out.steps.push({ size, ...col.storage, files: await files() });
+          col.dispose();
+          embedded = 0;
+          col = await st5.openCollection(m, 't');
+          out.reopened = { restored: col.restored, embedded, same: (await answers(col)) === before, ...col.storage };
+          // A change whose segment was cut short (the tab closed mid-write) is dropped on open.
+          await col.add([{ id: 'torn', body: texts[4], n: 40 }]);
+          await col.saved();
+          col.dispose();
+          const last = 'log-0-3.st5log';
+          const handle = await (await dir()).getFileHandle(last);
+          const whole = await (await handle.getFile()).arrayBuffer();
+          const w = await handle.createWritable();
+          await w.write(whole.slice(0, whole.byteLength - 7));
+          await w.close();
+          embedded = 0;
+          col = await st5.openCollection(m, 't');
+          out.torn = {
+            file: last,
+            restored: col.restored,
+            embedded,
+            gone: !(await files()).includes(last),
+            same: (await answers(col)) === before,
+          };
+          // Compaction: one base file, no segments; then a base cut short falls back to the one before.
+          await col.compact();
+          await col.add([{ id: 'after', body: texts[5] + ' again', n: 50 }]);
+          await col.saved();
+          const withAfter = await answers(col);
+          out.compacted = { ...col.storage, files: await files() };
+          col.dispose();
+          const base = await (await dir()).getFileHandle('base-1.st5index');
+          const bytes = await (await base.getFile()).arrayBuffer();
+          const bad = await (await (await dir()).getFileHandle('base-2.st5index', { create: true })).createWritable();
+          await bad.write(bytes.slice(0, bytes.byteLength >> 1));
+          await bad.close();
+          embedded = 0;
+          col = await st5.openCollection(m, 't');
+          out.fallback = {
+            restored: col.restored,
+            embedded,
+            same: (await answers(col)) === withAfter,
+            files: await files(),
+          };
+          col.dispose();
+          out.schema = await refusal(st5.openCollection(m, 't', { text: [{ name: 'other' }] }));
+          out.deleted = await st5.deleteCollection('t');
+          await m.dispose();
+          return out;
+        },
+        { url: `/models/${ST}/`, texts: [...new Set(st.sentences.filter((t) => t.trim()))].slice(0, 6) },
+      );
+      const fail = (why) => {
+        throw new Error(`${why}: ${JSON.stringify(r)}`);
+      };
+      if (!r.missing.startsWith('invalid:') || !r.busy.startsWith('storage:') || !r.schema.startsWith('model:'))
+        fail('refusals');
+      if (r.steps[1].size !== 5 || r.steps[1].segments !== 3 || r.steps[1].generation !== 0) fail('first save');
+      if (r.reopened.restored !== 5 || r.reopened.embedded !== 0 || !r.reopened.same) fail('reopen');
+      if (r.torn.restored !== 5 || r.torn.embedded !== 0 || !r.torn.gone || !r.torn.same) fail('torn segment');
+      if (
+        r.compacted.generation !== 1 ||
+        r.compacted.segments !== 1 ||
+        r.compacted.files.some((f) => /^(base|log)-0[-.]/.test(f))
+      )
+        fail('compaction');
+      if (
+        r.fallback.restored !== 6 ||
+        r.fallback.embedded !== 0 ||
+        !r.fallback.same ||
+        r.fallback.files.includes('base-2.st5index')
+      )
+        fail('damaged base');
+      if (r.deleted !== true) fail('delete');
+      return `5 documents after add/upsert/remove in 3 segments, reopened with 0 texts embedded and the same answers; a segment cut short (${r.torn.file}) dropped; compaction to 1 base + ${r.compacted.segments} segment; a base cut short falls back to the one before (${r.fallback.files.join(', ')})`;
+    },
+  ],
+  [
     'each_text_alone_equals_it_batched_on_cpu_and_webgpu',
     async () => {
       const r = await page.evaluate(
@@ -810,12 +929,19 @@ const failed = await runCases([
       const names = declared.map((x) => x.name).sort();
       if (runtime.join() !== names.join()) throw new Error(`exports ${runtime} vs declared ${names}`);
       const { SearchIndex } = await import(pathToFileURL(join(pkgDir, 'search-index.js')).href);
-      const classes = { Model: mod.Model, SearchIndex };
+      const classes = {
+        Model: mod.Model,
+        SearchIndex,
+        Collection: mod.Collection,
+        SavedCollection: mod.SavedCollection,
+      };
       const missing = [];
       for (const [name, cls] of Object.entries(classes)) {
         const type = checker.getDeclaredTypeOfSymbol(declared.find((x) => x.name === name) ?? dts.exports.get(name));
         const members = checker.getPropertiesOfType(type).map((p) => p.name);
-        const onPrototype = Object.getOwnPropertyNames(cls.prototype).filter((m) => m !== 'constructor');
+        const onPrototype = [];
+        for (let proto = cls.prototype; proto !== Object.prototype; proto = Object.getPrototypeOf(proto))
+          onPrototype.push(...Object.getOwnPropertyNames(proto).filter((m) => m !== 'constructor'));
         // Every runtime member is declared; every declared method or accessor exists (fields
         // such as `texts` live on instances).
         for (const m of onPrototype) if (!members.includes(m)) missing.push(`${name}.${m} undeclared`);
@@ -825,7 +951,7 @@ const failed = await runCases([
         }
       }
       if (missing.length) throw new Error(missing.join(', '));
-      return `usage.ts compiles (strict); ${names.length} exports (${names.join(', ')}) and the members of Model and SearchIndex match`;
+      return `usage.ts compiles (strict); ${names.length} exports (${names.join(', ')}) and the members of Model, SearchIndex, Collection and SavedCollection match`;
     },
   ],
   [

@@ -9,7 +9,10 @@ import {
   clearCache,
   createCollection,
   createIndex,
+  deleteCollection,
   importCollection,
+  openCollection,
+  type SavedCollection,
   type CollectionResults,
   type Schema,
   importIndex,
@@ -136,5 +139,26 @@ export async function collections(files: Map<string, Blob>): Promise<number> {
     col.passages;
   col.dispose();
   again.dispose();
-  return total + (p ? p.start + p.end + p.highlights.length + (p.score ?? 0) : 0) + (r.facets.tags?.[0]?.[1] ?? 0);
+  const saved: SavedCollection = await openCollection(model, 'notes', schema, { overlap: 8, compactBytes: 1 << 20 });
+  const reopened = await openCollection(model, 'notes');
+  await saved.add([{ id: 'b', title: 'T', body: 'B', year: 2 }]);
+  await saved.saved();
+  await saved.compact();
+  const { baseBytes, logBytes, segments, generation } = saved.storage;
+  const gone: boolean = await deleteCollection(saved.name);
+  const code: ErrorCode = 'storage';
+  saved.dispose();
+  reopened.dispose();
+  return (
+    total +
+    saved.restored +
+    baseBytes +
+    logBytes +
+    segments +
+    generation +
+    Number(gone) +
+    code.length +
+    (p ? p.start + p.end + p.highlights.length + (p.score ?? 0) : 0) +
+    (r.facets.tags?.[0]?.[1] ?? 0)
+  );
 }
