@@ -103,12 +103,17 @@ async function readJson(dir, name) {
   }
 }
 
-/** Holds the exclusive Web Lock `name` until the returned function is called; null if held. */
-function tryHold(name) {
-  return new Promise((granted) => {
-    navigator.locks.request(name, { ifAvailable: true }, (lock) =>
-      lock ? new Promise((release) => granted(release)) : granted(null),
-    );
+// How long an open waits for another holder of the collection (a page being closed, a
+// collection just disposed) to let go.
+const LOCK_WAIT_MS = 2000;
+
+/** Holds the exclusive Web Lock `name` until the returned function is called; null if another
+ * holder keeps it past LOCK_WAIT_MS. */
+function hold(name) {
+  return new Promise((granted, refused) => {
+    navigator.locks
+      .request(name, { signal: AbortSignal.timeout(LOCK_WAIT_MS) }, () => new Promise((release) => granted(release)))
+      .catch((e) => (e?.name === 'AbortError' || e?.name === 'TimeoutError' ? granted(null) : refused(e)));
   });
 }
 
@@ -128,6 +133,8 @@ class Store {
   segments = 0;
   // A write failed: the next change writes the whole collection, so the files agree again.
   #stale = false;
+  // The generation whose base could not be written.
+  #failedGen = null;
   #compactBytes;
 
   constructor(dir, name, release, compactBytes) {
@@ -143,18 +150,32 @@ class Store {
     return this.#dir;
   }
 
-  /** Writes `bytes` as `file` after the writes before it (a log segment `sealed` first). */
+  /** Writes `bytes` (or what they resolve to) as `file` after the writes before it, a log
+   * segment `sealed` first. */
   #write(file, bytes, sealed = false) {
+    const m = BASE.exec(file) ?? LOG.exec(file);
+    const gen = m ? Number(m[1]) : null;
     const task = this.#writes.then(async () => {
-      if (sealed) await seal(bytes);
-      const data = bytes.buffer.byteLength === bytes.length ? bytes.buffer : bytes.slice().buffer;
+      // A segment stands on its generation's base: none is written once that base failed.
+      if (gen !== null && gen === this.#failedGen) throw new Error('an earlier save of this generation failed');
+      const b = await bytes;
+      if (sealed) await seal(b);
+      const data = b.buffer.byteLength === b.length ? b.buffer : b.slice().buffer;
       return this.#rpc.call('write', { path: [ROOT, this.#name], name: file, data }, [data]);
     });
     this.#writes = task.catch(() => {});
     return task.catch((e) => {
       this.#stale = true;
+      if (BASE.test(file)) this.#failedGen = gen;
       throw failure(`could not save collection '${this.#name}' (${file}): ${e.message}`, 'storage', e);
     });
+  }
+
+  /** Runs `task` after the writes before it, as one of them. */
+  #after(task) {
+    const next = this.#writes.then(task);
+    this.#writes = next.catch(() => {});
+    return next;
   }
 
   writeManifest(manifest) {
@@ -182,17 +203,20 @@ class Store {
     this.logBytes = 0;
     this.segments = 0;
     this.#stale = false;
-    return bytes
-      .then((b) => ((this.baseBytes = b.length), this.#write(`base-${gen}.st5index`, b)))
-      .then(() => this.sweep(gen));
+    bytes.then((b) => (this.baseBytes = b.length)).catch(() => {});
+    // In the queue at once, so that no later change's segment is written before this base.
+    const written = this.#write(`base-${gen}.st5index`, bytes);
+    this.#after(() => written.then(() => this.sweep(gen)));
+    return written;
   }
 
-  /** Deletes the files of generations before `gen`, and torn leftovers. */
+  /** Deletes the files of generations other than `gen` (those before it, and any after it
+   * that a compaction cut short left), and `extra` (torn files of `gen`). */
   async sweep(gen, extra = []) {
     const doomed = [...extra];
     for await (const [file] of this.#dir.entries()) {
       const m = BASE.exec(file) ?? LOG.exec(file);
-      if (m && Number(m[1]) < gen) doomed.push(file);
+      if (m && Number(m[1]) !== gen) doomed.push(file);
     }
     for (const file of doomed) await this.#dir.removeEntry(file).catch(() => {});
   }
@@ -202,8 +226,9 @@ class Store {
     return this.#writes;
   }
 
+  /** Resolves once the writes asked for are done and the collection's lock is let go. */
   close() {
-    this.#writes.finally(() => (this.#rpc.terminate(), this.#release()));
+    return this.#writes.finally(() => (this.#rpc.terminate(), this.#release()));
   }
 }
 
@@ -239,9 +264,11 @@ export class SavedCollection extends Collection {
     return this.#store.compact(this);
   }
 
+  /** Frees the collection; resolves once its saves are done and another page may open it. */
   dispose() {
-    this.#store.close();
+    const closed = this.#store.close();
     super.dispose();
+    return closed;
   }
 }
 
@@ -254,13 +281,13 @@ export class SavedCollection extends Collection {
 export async function openCollection(model, name, schema, { overlap = 16, compactBytes = COMPACT_BYTES } = {}) {
   needsPageModel(model);
   const dir = await folder(name, true);
-  const release = await tryHold(`${ROOT}/${name}`);
+  const release = await hold(`${ROOT}/${name}`);
   if (!release) throw failure(`collection '${name}' is open in another tab or worker of this origin`, 'storage');
   const store = new Store(dir, name, release, compactBytes);
   try {
     return await restore(model, name, schema, overlap, store);
   } catch (e) {
-    store.close();
+    await store.close();
     throw e;
   }
 }
@@ -344,7 +371,7 @@ async function restore(model, name, schema, overlap, store) {
 export async function deleteCollection(name) {
   const dir = await folder(name, false);
   if (!dir) return false;
-  const release = await tryHold(`${ROOT}/${name}`);
+  const release = await hold(`${ROOT}/${name}`);
   if (!release) throw failure(`collection '${name}' is open in another tab or worker of this origin`, 'storage');
   try {
     const root = await (await navigator.storage.getDirectory()).getDirectoryHandle(ROOT);

@@ -184,3 +184,22 @@ export async function importCollection(model, source, { name = 'collection' } = 
   const bytes = new Uint8Array(await blob.arrayBuffer());
   return new Collection(model, await openDocuments(model, bytes, named === '(in memory)' ? name : named));
 }
+
+/** A passage of a hit as pieces to show, `[{ text, marked }]`, the query's words marked
+ * (`passage.highlights`, offsets into the field, made relative to the passage). Plain text, for
+ * `textContent` and `<mark>` elements: nothing is parsed as HTML. */
+export function snippet(passage) {
+  const out = [];
+  let at = 0;
+  const text = passage.text;
+  for (const [a, b] of passage.highlights) {
+    const from = Math.max(a - passage.start, at);
+    const to = Math.min(b - passage.start, text.length);
+    if (to <= from) continue;
+    if (from > at) out.push({ text: text.slice(at, from), marked: false });
+    out.push({ text: text.slice(from, to), marked: true });
+    at = to;
+  }
+  if (at < text.length || !out.length) out.push({ text: text.slice(at), marked: false });
+  return out;
+}

@@ -282,6 +282,9 @@ export interface Schema {
   text: { name: string; boost?: number }[];
   fields?: { name: string; type: 'string' | 'number' | 'boolean' | 'string[]' }[];
   language?: string;
+  /** How long texts are cut: 'window' (default: passages fill the model's window, ending at a
+   * sentence or line break) or 'paragraphs' (a blank line always ends a passage). */
+  passages?: 'window' | 'paragraphs';
 }
 
 /** A filter on stored fields, as Orama writes it (`{ year: { gte: 2020 }, tags: { in: ['a'] },
@@ -358,6 +361,10 @@ export function importCollection(
   options?: { name?: string },
 ): Promise<Collection>;
 
+/** A passage as pieces to show, the query's words `marked` (put them in `<mark>` elements):
+ * plain text, never parsed as HTML. Their texts joined are `passage.text`. */
+export function snippet(passage: PassageHit): { text: string; marked: boolean }[];
+
 /** A collection kept in this origin's OPFS (`openCollection`): each change is saved, as a small
  * log segment, before its call resolves; the log is folded into a new index file when it has
  * grown past the last one. */
@@ -371,6 +378,8 @@ export class SavedCollection extends Collection {
   saved(): Promise<void>;
   /** Writes the whole collection again now, dropping the log. */
   compact(): Promise<void>;
+  /** Frees it; resolves once its saves are done and another page may open it. */
+  dispose(): Promise<void>;
 }
 
 /** Opens collection `name` saved in OPFS, or creates it with `schema`. A save cut short (a closed

@@ -14,5 +14,5 @@ export { load, loadInWorker } from './load.js';
 export { Model } from './model.js';
 export { clearCache } from './files.js';
 export { SearchIndex, createIndex, importIndex, openIndex } from './search-index.js';
-export { Collection, createCollection, importCollection } from './collection.js';
+export { Collection, createCollection, importCollection, snippet } from './collection.js';
 export { SavedCollection, deleteCollection, openCollection } from './collection-store.js';

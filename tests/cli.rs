@@ -514,6 +514,53 @@ fn index_scores_are_the_dot_products_of_embed_vectors() {
     }
 }
 
+/// `--passages paragraphs`: a blank line ends a passage (the heading and each paragraph are
+/// passages of their own), so a hit shows first the paragraph it is in;
+/// by window (the default) short paragraphs share one passage; an unknown split is refused.
+#[test]
+fn passages_split_by_paragraphs_on_request() {
+    let body =
+        "Weather\n\nThe river rose after a week of rain.\n\nSnow stayed late on the mountains.";
+    let input = scratch("paragraphs.jsonl");
+    std::fs::write(&input, serde_json::json!({"id": "w", "body": body}).to_string() + "\n")
+        .unwrap();
+    let input_s = input.to_str().unwrap();
+    let hit = |split: &str| -> Vec<String> {
+        let index = scratch(&format!("paragraphs-{split}.st5index"));
+        let index_s = index.to_str().unwrap();
+        let o = run(
+            &[
+                "index",
+                "build",
+                "--docs",
+                input_s,
+                "--text",
+                "body",
+                "--passages",
+                split,
+                "--output",
+                index_s,
+            ],
+            b"",
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = run(&["index", "query", index_s, "--json", "--mode", "keyword", "mountains"], b"");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let passages = got["hits"][0]["passages"].as_array().unwrap();
+        passages.iter().map(|p| p["text"].as_str().unwrap().to_string()).collect()
+    };
+    // The best passage first: the paragraph that holds the word, or the whole short body.
+    let paragraphs = hit("paragraphs");
+    assert_eq!(paragraphs[0], "Snow stayed late on the mountains.");
+    assert_eq!(paragraphs.len(), 3, "{paragraphs:?}");
+    assert_eq!(hit("window"), [body]);
+    let o =
+        run(&["index", "build", "--docs", input_s, "--passages", "pages", "--output", "x"], b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("window or paragraphs"), "{err}");
+}
+
 /// `st5 index build --docs` (JSON Lines, a schema from flags, passages of a 32-token window):
 /// vector scores are the dot products of `st5 embed`'s vectors of the passages and the query, to
 /// the last bit; a filter returns only matching documents, with facet counts over all of them;

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use st5_core::index_file::SavedCollection;
 use st5_core::search::keyword::{Bm25, DocTerms, KeywordIndex, QueryTerm};
 use st5_core::search::passages::passages;
-use st5_core::search::{Collection, DocumentIndex, Filter, Schema, SearchMode, SearchOptions};
+use st5_core::search::{
+    Collection, DocumentIndex, Filter, Passages, Schema, SearchMode, SearchOptions,
+};
 use st5_tests::root;
 
 struct Golden {
@@ -162,7 +164,7 @@ fn add_docs(
 fn passage_vectors(docs: &[Value]) -> Vec<Vec<Vec<f32>>> {
     let fields: Vec<&str> =
         docs.iter().flat_map(|d| ["title", "body"].map(|f| d[f].as_str().unwrap())).collect();
-    let cuts = passages(&tokenizer(), &fields, 32, 8).unwrap();
+    let cuts = passages(&tokenizer(), &fields, 32, 8, Passages::Window).unwrap();
     let mut per_field = fields.iter().zip(cuts).map(|(text, cut)| {
         cut.into_iter().map(|(a, b)| fake_vector(&text[a..b])).collect::<Vec<_>>()
     });
@@ -219,9 +221,17 @@ fn passages_fit_the_window_and_are_pieces_of_their_field() {
     let tok = tokenizer();
     let whole = tok.with_truncation(st5_core::tokenizer::Truncation::Off).unwrap();
     let docs = random_docs(40, 3);
-    let texts: Vec<&str> = docs.iter().map(|d| d["body"].as_str().unwrap()).collect();
-    for (text, cut) in texts.iter().zip(passages(&tok, &texts, 32, 8).unwrap()) {
+    // Two bodies a text, a blank line between them: split by paragraphs, no passage holds it.
+    let bodies: Vec<&str> = docs.iter().map(|d| d["body"].as_str().unwrap()).collect();
+    let joined: Vec<String> = bodies.chunks(2).map(|p| p.join("\n\n")).collect();
+    let texts: Vec<&str> = joined.iter().map(String::as_str).collect();
+    for (split, (text, cut)) in Passages::ALL.into_iter().flat_map(|split| {
+        texts.iter().zip(passages(&tok, &texts, 32, 8, split).unwrap()).map(move |c| (split, c))
+    }) {
         assert!(!cut.is_empty());
+        if split == Passages::Paragraphs {
+            assert!(cut.iter().all(|&(a, b)| !text[a..b].contains("\n\n")), "{text:?}: {cut:?}");
+        }
         let mut covered = 0;
         for &(a, b) in &cut {
             let n = whole.encode_batch(&[&text[a..b]]).unwrap()[0].len();
@@ -319,7 +329,11 @@ fn filtered_vector_search_is_the_exact_top_k_and_survives_save_and_updates() {
     add_docs(&mut index, twice, &tok, true);
     assert_eq!(index.get("d3").unwrap()["body"], "second");
     let d3 = fresh.collection().slot("d3").and_then(|s| fresh.collection().document(s)).unwrap();
-    let before: usize = d3.text.iter().map(|t| passages(&tok, &[t], 32, 8).unwrap()[0].len()).sum();
+    let before: usize = d3
+        .text
+        .iter()
+        .map(|t| passages(&tok, &[t], 32, 8, Passages::Window).unwrap()[0].len())
+        .sum();
     assert_eq!(index.live_passages(), live - before + 1, "the replaced passages linger");
     // A bad document in a batch: nothing of it added, the index as it was.
     let n = index.len();

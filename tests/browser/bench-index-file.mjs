@@ -44,7 +44,8 @@ const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir()
   headless: true,
   args: CHROMIUM_FLAGS,
 });
-const { page } = await open(context, `${server.url}/`);
+// The demo page for its routes and import map; `sample=0`: it indexes nothing of its own.
+const { page } = await open(context, `${server.url}/?sample=0`);
 const browser = context.browser()?.version() ?? (await page.evaluate(() => navigator.userAgent));
 const r = await page.evaluate(
   async ({ url, queries, sample, device, docs }) => {

@@ -73,7 +73,8 @@ const context = await chromium.launchPersistentContext(mkdtempSync(join(tmpdir()
   headless: true,
   args: CHROMIUM_FLAGS,
 });
-const { page } = await open(context, `${server.url}/`);
+// The demo page for its routes and import map; `sample=0`: it indexes nothing of its own.
+const { page } = await open(context, `${server.url}/?sample=0`);
 const { quota } = await page.evaluate(() => navigator.storage.estimate());
 console.log(`storage quota of this origin: ${(quota / 2 ** 30).toFixed(1)} GiB\n`);
 

@@ -3,16 +3,19 @@
 // under Xvfb: it has no headless mode). Each opens the same page of the packed, installed
 // package, which runs engines/cases.js (load and CPU parity, the built-in default, the worker
 // pool, a module Worker, the index saved, reopened and imported, typed errors) and leaves a
-// report; this file prints it as cargo-style test lines, and what the engine offered (the wasm
-// module it validated, WebGPU, OPFS, cores).
+// report; then the demo page (www/, on the installed package) with engines/demo.js acting as a
+// person would: files dropped, searched, a reload restoring them from OPFS; a screenshot. This
+// file prints the reports as cargo-style test lines, and what the engine offered (the wasm module
+// it validated, WebGPU, OPFS, cores).
 //
 //   node tests/browser/engines.test.mjs [firefox|webkit|chromium] [CASE...]
 // (after `bash pkg/build.sh`; scripts/setup-test.sh installs firefox-esr, webkit2gtk-driver and
 // xvfb; an engine that is not installed is reported as skipped.) No browser is ever downloaded.
 
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import puppeteer from 'puppeteer-core';
 import { DEFAULT_MODEL } from '../../www/serve.mjs';
@@ -60,7 +63,12 @@ const ENGINES = {
       const browser = await launch();
       const page = await browser.newPage();
       await page.goto(url);
-      return { read: () => page.evaluate(REPORT.replace('return ', '')), close: () => browser.close() };
+      return {
+        read: () => page.evaluate(REPORT.replace('return ', '')),
+        goto: (u) => page.goto(u),
+        screenshot: (path) => page.screenshot({ path, fullPage: true }),
+        close: () => browser.close(),
+      };
     },
   },
   firefox: {
@@ -74,7 +82,12 @@ const ENGINES = {
       });
       const page = await browser.newPage();
       await page.goto(url);
-      return { read: () => page.evaluate(REPORT.replace('return ', '')), close: () => browser.close() };
+      return {
+        read: () => page.evaluate(REPORT.replace('return ', '')),
+        goto: (u) => page.goto(u),
+        screenshot: (path) => page.screenshot({ path, fullPage: true }),
+        close: () => browser.close(),
+      };
     },
   },
   webkit: {
@@ -108,6 +121,9 @@ const ENGINES = {
       await call('POST', `${session}/url`, { url });
       return {
         read: () => call('POST', `${session}/execute/sync`, { script: REPORT, args: [] }),
+        goto: (u) => call('POST', `${session}/url`, { url: u }),
+        screenshot: async (path) =>
+          writeFileSync(path, Buffer.from(await call('GET', `${session}/screenshot`), 'base64')),
         close: async () => {
           await call('DELETE', session).catch(() => {});
           stops.forEach((stop) => stop());
@@ -129,12 +145,29 @@ writeFileSync(
 <script type="importmap">{ "imports": { "st5": "/node_modules/st5/index.js" } }</script>
 <script type="module" src="/cases/cases.js"></script>`,
 );
-const server = await serve({
-  '/': app,
-  '/models/': FIXTURES,
-  '/shipped/': DEFAULT_MODEL,
-  '/cases/': join(ROOT, 'tests/browser/engines'),
-});
+// The demo page, as www/ serves it but on the installed package, with engines/demo.js beside
+// its app.js to act as a person would.
+const demoPage = join(app, 'demo.html');
+writeFileSync(
+  demoPage,
+  readFileSync(join(ROOT, 'www/index.html'), 'utf8').replace(
+    '</head>',
+    '  <script type="module" src="/cases/demo.js"></script>\n</head>',
+  ),
+);
+const server = await serve(
+  {
+    '/': app,
+    '/models/': FIXTURES,
+    '/models/default/': DEFAULT_MODEL,
+    '/shipped/': DEFAULT_MODEL,
+    '/pkg/': join(app, 'node_modules/st5'),
+    '/demo/': join(ROOT, 'www'),
+    '/cases/': join(ROOT, 'tests/browser/engines'),
+  },
+  { overlay: { '/demo/': demoPage } },
+);
+const SHOTS = mkdtempSync(join(tmpdir(), 'st5-engines-'));
 const query = new URLSearchParams([['default', basename(DEFAULT_MODEL)], ...caseArgs.map((c) => ['case', c])]);
 const url = `${server.url}/engines.html?${query}`;
 
@@ -153,8 +186,25 @@ for (const name of engines) {
   try {
     if (session.error) throw session.error;
     report = await poll(session.read, REPORT_TIMEOUT_MS, `${name}'s report`);
+    // The demo page, first visit then a reload, in the same profile; each phase's report read
+    // back as the cases' is.
+    if (!caseArgs.length) {
+      for (const phase of ['1', '2']) {
+        await session.goto(`${server.url}/demo/?sample=0&phase=${phase}`);
+        const demo = await poll(session.read, REPORT_TIMEOUT_MS, `${name}'s demo report`);
+        report.results.push(...demo.results);
+        if (phase === '1') {
+          const shot = join(SHOTS, `demo-${name}.png`);
+          await session.screenshot(shot).then(
+            () => console.log(`screenshot: ${shot}`),
+            (e) => console.log(`no screenshot from ${name}: ${e.message}`),
+          );
+        }
+      }
+    }
   } catch (err) {
-    report = { error: String(err?.stack ?? err) };
+    report = { ...report, error: String(err?.stack ?? err) };
+    (report.results ??= []).push({ name: 'page', ok: false, note: report.error, ms: 0 });
   } finally {
     await session.close?.().catch(() => {});
   }

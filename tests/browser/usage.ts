@@ -12,6 +12,7 @@ import {
   deleteCollection,
   importCollection,
   openCollection,
+  snippet,
   type SavedCollection,
   type CollectionResults,
   type Schema,
@@ -111,6 +112,7 @@ export async function collections(files: Map<string, Blob>): Promise<number> {
       { name: 'tags', type: 'string[]' },
     ],
     language: 'english',
+    passages: 'paragraphs',
   };
   const col = await createCollection(model, schema, { overlap: 8 });
   const added: { documents: number; passages: number } = await col.add([{ id: 'a', title: 'T', body: 'B', year: 1 }]);
@@ -129,6 +131,11 @@ export async function collections(files: Map<string, Blob>): Promise<number> {
   const file: Blob = await col.export({ quantize: 'int8' });
   const again = await importCollection(model, file, { name: 'mine' });
   const p = r.hits[0]?.passages[0];
+  const pieces = p
+    ? snippet(p)
+        .filter((s) => s.marked)
+        .map((s) => s.text.length)
+    : [];
   const total =
     added.passages +
     Number(removed) +
@@ -151,6 +158,7 @@ export async function collections(files: Map<string, Blob>): Promise<number> {
   reopened.dispose();
   return (
     total +
+    pieces.length +
     saved.restored +
     baseBytes +
     logBytes +

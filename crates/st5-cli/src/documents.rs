@@ -14,8 +14,8 @@ use st5_core::index_file;
 use st5_core::model::l2_normalize_rows;
 use st5_core::search::documents::Offsets;
 use st5_core::search::{
-    DocumentIndex, FieldType, Filter, Fusion, Language, Schema, SearchMode, SearchOptions,
-    StoredField, TextField,
+    DocumentIndex, FieldType, Filter, Fusion, Language, Passages, Schema, SearchMode,
+    SearchOptions, StoredField, TextField,
 };
 
 use crate::{ModelArgs, embed};
@@ -60,8 +60,9 @@ pub fn schema(
     text: Vec<TextField>,
     fields: Vec<StoredField>,
     language: Language,
+    passages: Passages,
 ) -> Result<Schema> {
-    let s = Schema { id, text, fields, language };
+    let s = Schema { id, text, fields, language, passages };
     s.validate()?;
     Ok(s)
 }

@@ -14,7 +14,7 @@ use st5_core::rng::Rng;
 use st5_core::search_index::brute_force;
 use st5_core::{DeviceChoice, Hit, OpenDevice, Quantize, VectorIndex};
 
-use st5_core::search::{Fusion, Language, SearchMode, StoredField, TextField};
+use st5_core::search::{Fusion, Language, Passages, SearchMode, StoredField, TextField};
 
 use crate::{ModelArgs, documents, embed, read_lines};
 
@@ -141,6 +141,10 @@ pub struct SchemaArgs {
     /// The language of the text: its stemmer and stop words (`none`: words as they are).
     #[arg(long, default_value = "english", value_parser = crate::parse_name::<Language>)]
     language: Language,
+    /// How long texts are cut: `window` (passages fill the model's window) or `paragraphs` (a
+    /// blank line always ends a passage).
+    #[arg(long, default_value = "window", value_parser = crate::parse_name::<Passages>)]
+    passages: Passages,
     /// Tokens a passage repeats from the one before, when a text is longer than the model's window.
     #[arg(long, default_value_t = documents::DEFAULT_OVERLAP)]
     overlap: usize,
@@ -149,7 +153,7 @@ pub struct SchemaArgs {
 pub fn run(command: IndexCommand) -> Result<()> {
     match command {
         IndexCommand::Build { model, docs: Some(docs), output, codes, schema: a, .. } => {
-            let schema = documents::schema(a.id, a.text, a.field, a.language)?;
+            let schema = documents::schema(a.id, a.text, a.field, a.language, a.passages)?;
             documents::build(&model, &docs, &output, codes, schema, a.overlap)
         }
         IndexCommand::Add { model, index, docs } => documents::add(&model, &index, &docs),

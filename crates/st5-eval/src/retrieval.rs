@@ -310,6 +310,7 @@ pub fn keyword_search(
         text: vec![TextField { name: "text".into(), boost: 1.0 }],
         fields: Vec::new(),
         language: Default::default(),
+        passages: Default::default(),
     };
     let mut c = Collection::new(schema).map_err(|e| EvalError::Invalid(e.to_string()))?;
     let rows: Vec<serde_json::Value> = docs

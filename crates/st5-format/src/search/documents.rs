@@ -201,6 +201,7 @@ impl SavedCollection {
             text: vec![super::schema::TextField { name: "text".into(), boost: 1.0 }],
             fields: Vec::new(),
             language: Default::default(),
+            passages: Default::default(),
         };
         let documents = lines
             .iter()
@@ -307,7 +308,8 @@ impl DocumentIndex {
         }
         let fields: Vec<&str> =
             docs.iter().flat_map(|d| d.text.iter().map(String::as_str)).collect();
-        let mut cut = passages(tokenizer, &fields, self.max_tokens, self.overlap)?.into_iter();
+        let mut cut = passages(tokenizer, &fields, self.max_tokens, self.overlap, schema.passages)?
+            .into_iter();
         let mut texts = Vec::new();
         let mut cuts = Vec::with_capacity(docs.len());
         for d in &docs {

@@ -30,7 +30,7 @@ pub use documents::{DocScore, DocumentIndex, SearchHit, SearchOptions, SearchRes
 pub use filter::Filter;
 pub use fusion::{Fusion, fuse};
 pub use keyword::Bm25;
-pub use schema::{Document, FieldType, Schema, StoredField, TextField, Value};
+pub use schema::{Document, FieldType, Passages, Schema, StoredField, TextField, Value};
 
 use crate::by_name::by_name;
 

@@ -1,11 +1,13 @@
 //! Passages: a text longer than the model's window cut into pieces of at most `budget` tokens
 //! (the model's own tokenizer counts them), ending at a sentence or paragraph boundary (UAX #29
 //! sentences; a line break ends one) where one falls inside the window, each overlapping the
-//! one before by up to `overlap` tokens, started at a sentence where possible. Each passage is
+//! one before by up to `overlap` tokens, started at a sentence where possible; split by
+//! paragraphs, a blank line always ends one and no passage reaches across it. Each passage is
 //! a byte range of the text, so that a hit can show and highlight it.
 
 use unicode_segmentation::UnicodeSegmentation;
 
+use super::schema::Passages;
 use crate::error::Result;
 use crate::tokenizer::{T5Tokenizer, Truncation};
 
@@ -16,6 +18,25 @@ pub struct Split {
     pub budget: usize,
     /// Tokens a passage may repeat from the one before.
     pub overlap: usize,
+    /// A blank line ends a passage.
+    pub paragraphs: bool,
+}
+
+/// Whether the text between two tokens (`gap`) holds a blank line: two line breaks with only
+/// other white space between them.
+fn blank_line(gap: &str) -> bool {
+    let mut breaks = 0;
+    for c in gap.chars() {
+        match c {
+            '\n' => breaks += 1,
+            c if c.is_whitespace() => {}
+            _ => breaks = 0,
+        }
+        if breaks >= 2 {
+            return true;
+        }
+    }
+    false
 }
 
 /// The byte ranges of `text`'s passages, from its tokens' byte ranges (`tokens`, in order, the
@@ -32,6 +53,8 @@ pub fn cut(text: &str, tokens: &[(usize, usize)], split: Split) -> Vec<(usize, u
     let bounds: Vec<usize> = text.split_sentence_bound_indices().map(|(at, _)| at).collect();
     let mut starts = vec![false; n];
     let mut words = vec![true; n];
+    // Token `i` starts a paragraph (when they split passages): no passage reaches across it.
+    let mut hard = vec![false; n];
     let mut b = 0;
     for (i, &(start, _)) in tokens.iter().enumerate().skip(1) {
         let before = tokens[i - 1].1;
@@ -40,6 +63,7 @@ pub fn cut(text: &str, tokens: &[(usize, usize)], split: Split) -> Vec<(usize, u
         }
         starts[i] = b < bounds.len() && bounds[b] <= start;
         words[i] = start > before;
+        hard[i] = split.paragraphs && start > before && blank_line(&text[before..start]);
     }
     starts[0] = true;
     // The end of the passage that starts at token `i`, and whether it ends at a sentence: the
@@ -47,6 +71,9 @@ pub fn cut(text: &str, tokens: &[(usize, usize)], split: Split) -> Vec<(usize, u
     // word start (a word longer than the window is cut).
     let window = |i: usize| -> (usize, bool) {
         let end = (i + budget).min(n);
+        if let Some(p) = (i + 1..end).find(|&s| hard[s]) {
+            return (p, true);
+        }
         if end == n {
             return (n, true);
         }
@@ -63,6 +90,10 @@ pub fn cut(text: &str, tokens: &[(usize, usize)], split: Split) -> Vec<(usize, u
         out.push((tokens[i].0, tokens[end - 1].1));
         if end == n {
             return out;
+        }
+        if hard[end] {
+            i = end;
+            continue;
         }
         // The next passage repeats up to `overlap` tokens: whole sentences after a passage that
         // ended at one (if the passage they start reaches past this one), else whole words.
@@ -84,7 +115,9 @@ pub fn passages(
     texts: &[&str],
     max_tokens: usize,
     overlap: usize,
+    split: Passages,
 ) -> Result<Vec<Vec<(usize, usize)>>> {
+    let paragraphs = split == Passages::Paragraphs;
     let whole = tokenizer.with_truncation(Truncation::Off)?;
     let encoded = whole.tokens(texts)?;
     let mut out = Vec::with_capacity(texts.len());
@@ -103,7 +136,7 @@ pub fn passages(
             .collect();
         let mut budget = max_tokens.saturating_sub(specials).max(1);
         loop {
-            let cuts = cut(text, &ranges, Split { budget, overlap });
+            let cuts = cut(text, &ranges, Split { budget, overlap, paragraphs });
             let pieces: Vec<&str> = cuts.iter().map(|&(a, b)| &text[a..b]).collect();
             let longest = whole.encode_batch(&pieces)?.iter().map(Vec::len).max().unwrap_or(0);
             if longest <= max_tokens || budget == 1 {
@@ -195,17 +228,45 @@ mod tests {
             ),
         ];
         for (budget, overlap, want) in cases {
-            let got: Vec<&str> = cut(text, &words(text), Split { budget, overlap })
-                .iter()
-                .map(|&(a, b)| &text[a..b])
-                .collect();
+            let got: Vec<&str> =
+                cut(text, &words(text), Split { budget, overlap, paragraphs: false })
+                    .iter()
+                    .map(|&(a, b)| &text[a..b])
+                    .collect();
             assert_eq!(got, want, "budget {budget} overlap {overlap}");
         }
-        assert!(cut("", &[], Split { budget: 4, overlap: 1 }).is_empty());
+        assert!(cut("", &[], Split { budget: 4, overlap: 1, paragraphs: false }).is_empty());
         // Unicode: ranges are byte ranges on character boundaries.
         let text = "Ça coûte 5 €. Naïve café — ok? 東京は大きい。";
-        for (a, b) in cut(text, &words(text), Split { budget: 3, overlap: 1 }) {
+        for (a, b) in cut(text, &words(text), Split { budget: 3, overlap: 1, paragraphs: false }) {
             assert!(text.is_char_boundary(a) && text.is_char_boundary(b));
         }
+    }
+
+    #[test]
+    fn split_by_paragraphs_no_passage_reaches_across_a_blank_line() {
+        let text =
+            "Title\n\nOne two three. Four five.\n \n\nSix seven eight nine ten eleven.\nTwelve.";
+        let paragraphs =
+            ["Title", "One two three. Four five.", "Six seven eight nine ten eleven.\nTwelve."];
+        // (budget, overlap)
+        for (budget, overlap) in [(100, 0), (100, 8), (6, 2), (3, 1), (1, 0)] {
+            let split = Split { budget, overlap, paragraphs: true };
+            let got: Vec<&str> =
+                cut(text, &words(text), split).iter().map(|&(a, b)| &text[a..b]).collect();
+            let case = format!("budget {budget} overlap {overlap}: {got:?}");
+            if budget == 100 {
+                assert_eq!(got, paragraphs, "{case}");
+            }
+            // Each passage lies inside one paragraph, and every word is in one.
+            assert!(got.iter().all(|p| paragraphs.iter().any(|q| q.contains(p))), "{case}");
+            for w in text.split_whitespace() {
+                assert!(got.iter().any(|p| p.contains(w)), "{w}: {case}");
+            }
+        }
+        // By window, the first two paragraphs share a passage.
+        let window = Split { budget: 100, overlap: 0, paragraphs: false };
+        assert_eq!(cut(text, &words(text), window), vec![(0, text.len())]);
+        assert!(!blank_line(" \n x \n") && blank_line("\n\t\r\n") && !blank_line(""));
     }
 }

@@ -37,6 +37,31 @@ impl FieldType {
 
 by_name!(FieldType, "field type", "string, number, boolean or string[]", serde);
 
+/// How a long text is cut into passages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Passages {
+    /// Pieces that fill the model's window, ending at a sentence or a line break where one
+    /// falls inside it (a paragraph may share a passage with the next).
+    #[default]
+    Window,
+    /// As `Window`, but a blank line always ends a passage: each paragraph (and each heading on
+    /// a line of its own) is a passage of its own, or several where it outgrows the window.
+    Paragraphs,
+}
+
+impl Passages {
+    pub const ALL: [Passages; 2] = [Passages::Window, Passages::Paragraphs];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Passages::Window => "window",
+            Passages::Paragraphs => "paragraphs",
+        }
+    }
+}
+
+by_name!(Passages, "passage split", "window or paragraphs", serde);
+
 /// A searched text field and its weight in keyword ranking.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextField {
@@ -58,7 +83,8 @@ pub struct StoredField {
 }
 
 /// What a collection holds: `{"id": "id", "text": [{"name": "title", "boost": 2}, {"name":
-/// "body"}], "fields": [{"name": "year", "type": "number"}], "language": "english"}`.
+/// "body"}], "fields": [{"name": "year", "type": "number"}], "language": "english", "passages":
+/// "window"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schema {
     /// The key holding each document's id (a non-empty string).
@@ -69,6 +95,9 @@ pub struct Schema {
     pub fields: Vec<StoredField>,
     #[serde(default)]
     pub language: Language,
+    /// How long texts are cut into passages.
+    #[serde(default)]
+    pub passages: Passages,
 }
 
 fn id() -> String {
