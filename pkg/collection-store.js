@@ -18,7 +18,7 @@
 // during a save leaves the last good collection.
 
 import { Collection, REPLAY, SNAPSHOT, needsPageModel, newDocuments, openDocuments } from './collection.js';
-import { sha256 } from './hashes.js';
+import { sha256Bytes } from './hashes.js';
 import { RpcClient } from './rpc.js';
 
 const ROOT = 'st5-collections';
@@ -50,17 +50,15 @@ function encodeChange(change, dim) {
 
 /** Writes the SHA-256 of the rest of `bytes` into their last 32. */
 async function seal(bytes) {
-  const hex = await sha256(bytes.subarray(0, bytes.length - 32));
-  for (let i = 0; i < 32; i++) bytes[bytes.length - 32 + i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  bytes.set(await sha256Bytes(bytes.subarray(0, bytes.length - 32)), bytes.length - 32);
 }
 
 /** The change a segment's bytes hold, or null where they are not a whole segment. */
 async function decodeChange(bytes) {
   if (bytes.length < MAGIC.length + 4 + 32 || MAGIC.some((b, i) => bytes[i] !== b)) return null;
   const body = bytes.subarray(0, bytes.length - 32);
-  const want = await sha256(body);
-  const got = Array.from(bytes.subarray(body.length), (b) => b.toString(16).padStart(2, '0')).join('');
-  if (want !== got) return null;
+  const want = await sha256Bytes(body);
+  if (want.some((b, i) => b !== bytes[body.length + i])) return null;
   const length = new DataView(bytes.buffer, bytes.byteOffset).getUint32(MAGIC.length, true);
   const vecAt = Math.ceil((MAGIC.length + 4 + length) / 4) * 4;
   if (vecAt > body.length || (body.length - vecAt) % 4) return null;

@@ -1,10 +1,14 @@
 // SHA-256 as the package uses it: of bytes, of each model file, and of `name:hash` lines (the
 // weights fingerprint, as st5_format::fingerprint computes it natively). Imports nothing.
 
-/** Hex SHA-256 of bytes (Web Crypto: secure contexts, which WebGPU needs anyway). */
+/** The 32 bytes of the SHA-256 of bytes (Web Crypto: secure contexts, which WebGPU needs anyway). */
+export async function sha256Bytes(bytes) {
+  return new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+}
+
+/** Hex SHA-256 of bytes. */
 export async function sha256(bytes) {
-  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, '0')).join('');
+  return Array.from(await sha256Bytes(bytes), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 /** The SHA-256 (hex) of each file, by name. */
