@@ -124,13 +124,18 @@ export class Collection {
 
   /**
    * Searches: `{ mode: 'vector' | 'keyword' | 'hybrid' (default), k = 10, where, facets, fusion,
-   * prefix }` → `{ hits: [{ id, score, vector_score, keyword_score, document, passages: [{ field,
-   * start, end, text, score, highlights }] }], matched, facets }`.
+   * prefix, vector }` → `{ hits: [{ id, score, vector_score, keyword_score, document, passages:
+   * [{ field, start, end, text, score, highlights }] }], matched, facets }`. `vector`: the query's
+   * unit vector from this model (`model.embed([query])[0]`), when the page has it already (the
+   * same query under another filter or mode): nothing is embedded.
    */
   async search(query, options = {}) {
     await this.#queue;
-    const vector = glue().Documents.needsVector(options.mode) ? await this.#model.embedFlat([query]) : undefined;
-    return guard('search', () => this.#docs.search(query, vector, options)).catch(asPackageError);
+    const { vector: given, ...rest } = options ?? {};
+    let vector;
+    if (glue().Documents.needsVector(rest.mode))
+      vector = given == null ? await this.#model.embedFlat([query]) : Float32Array.from(given);
+    return guard('search', () => this.#docs.search(query, vector, rest)).catch(asPackageError);
   }
 
   /** The collection as an index file (`quantize`: 'none', 'int8' or 'binary' codes), which

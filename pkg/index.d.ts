@@ -301,6 +301,9 @@ export interface CollectionSearchOptions {
   fusion?: string;
   /** The query's last word also matches the words it begins (search as you type). */
   prefix?: boolean;
+  /** The query's unit vector from this collection's model, when the page has it already
+   * (`(await model.embed([query]))[0]`): nothing is embedded. Checked for width and length. */
+  vector?: Float32Array | number[];
 }
 
 /** A passage of a hit; offsets are UTF-16 code units into the document's field. */

@@ -570,6 +570,18 @@ const failed = await runCases([
             const modes = {};
             for (const mode of ['vector', 'keyword', 'hybrid'])
               modes[mode] = (await col.search(texts[2], { mode, k: 3, where: 'n >= 1' })).hits.map((h) => h.id);
+            // The query's vector given: the same answer, nothing embedded; a vector of another width refused.
+            const [qv] = await m.embed([texts[2]]);
+            let embedded = 0;
+            const embedFlat = m.embedFlat.bind(m);
+            m.embedFlat = (t) => ((embedded += t.length), embedFlat(t));
+            const given = (await col.search(texts[2], { mode: 'hybrid', k: 3, where: 'n >= 1', vector: qv })).hits;
+            const short = await col.search(texts[2], { vector: qv.subarray(1) }).then(
+              () => 'accepted',
+              (e) => `${e.code}: ${e.message}`,
+            );
+            m.embedFlat = embedFlat;
+            modes.given = { ids: given.map((h) => h.id), embedded, short };
             const again = await st5.importCollection(m, await col.export());
             const reopened = (await again.search(texts[2], { mode: 'hybrid', k: 3, where: 'n >= 1' })).hits.map(
               (h) => h.id,
@@ -588,13 +600,16 @@ const failed = await runCases([
         if (
           x.device !== d ||
           x.size !== 6 ||
-          Object.values(x.modes).some((ids) => ids[0] !== 't2' || ids.includes('t0'))
+          ['vector', 'keyword', 'hybrid'].some((mode) => x.modes[mode][0] !== 't2' || x.modes[mode].includes('t0'))
         )
           throw new Error(`${d}: ${JSON.stringify(x)}`);
+        const g = x.modes.given;
+        if (g.ids.join() !== x.modes.hybrid.join() || g.embedded !== 0 || !/width/.test(g.short))
+          throw new Error(`${d}: with the query's vector ${JSON.stringify(g)} vs ${x.modes.hybrid}`);
         if (x.reopened.join() !== x.modes.hybrid.join())
           throw new Error(`${d}: reopened ${x.reopened} vs ${x.modes.hybrid}`);
       }
-      return `every mode finds the text itself first under a filter, on the CPU and WebGPU; export and import answer alike`;
+      return `every mode finds the text itself first under a filter, on the CPU and WebGPU; the query's vector given: same hits, 0 texts embedded (${r.cpu.modes.given.short}); export and import answer alike`;
     },
   ],
   [

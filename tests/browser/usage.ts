@@ -128,6 +128,8 @@ export async function collections(files: Map<string, Blob>): Promise<number> {
     prefix: true,
   });
   const text = await col.search('q', { where: 'year >= 1' });
+  const [qv] = await model.embed(['q']);
+  const given = await col.search('q', { mode: 'vector', vector: qv });
   const file: Blob = await col.export({ quantize: 'int8' });
   const again = await importCollection(model, file, { name: 'mine' });
   const p = r.hits[0]?.passages[0];
@@ -142,6 +144,7 @@ export async function collections(files: Map<string, Blob>): Promise<number> {
     Number(doc === undefined) +
     r.matched +
     text.hits.length +
+    given.hits.length +
     again.size +
     col.passages;
   col.dispose();
